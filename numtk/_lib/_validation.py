@@ -1,0 +1,144 @@
+"""Argument checks shared by every area. Each error names the parameter, what was expected and what
+was received, and is raised before any compiled code runs."""
+
+from __future__ import annotations
+
+import numbers
+import operator
+from typing import Any, Iterable
+
+import numpy as np
+
+__all__ = [
+    "check_option",
+    "check_int",
+    "check_real",
+    "as_1d_numeric",
+    "as_array",
+    "check_same_length",
+    "check_finite",
+    "nan_mask",
+    "NAN_POLICIES",
+]
+
+NAN_POLICIES = ("propagate", "raise", "omit")
+
+
+def check_option(value: Any, name: str, options: Iterable[str]) -> str:
+    """``value`` must be one of the strings ``options``."""
+    options = tuple(options)
+    if not isinstance(value, str) or value not in options:
+        listed = ", ".join(repr(o) for o in options)
+        raise ValueError(f"`{name}` must be one of {listed}; got {value!r}")
+    return value
+
+
+def check_int(value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """``value`` must be an integer (not bool) within [minimum, maximum]; returns a Python int."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"`{name}` must be an int; got a bool")
+    try:
+        value = operator.index(value)
+    except TypeError:
+        raise TypeError(f"`{name}` must be an int; got {type(value).__name__}") from None
+    if minimum is not None and value < minimum:
+        raise ValueError(f"`{name}` must be >= {minimum}; got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"`{name}` must be <= {maximum}; got {value}")
+    return value
+
+
+def check_real(value: Any, name: str, *, low: float | None = None, high: float | None = None,
+               low_open: bool = False, high_open: bool = False) -> float:
+    """``value`` must be a finite real number within the given interval; returns a float."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"`{name}` must be a real number; got {type(value).__name__}")
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"`{name}` must be finite; got {value}")
+    lo_bad = low is not None and (value <= low if low_open else value < low)
+    hi_bad = high is not None and (value >= high if high_open else value > high)
+    if lo_bad or hi_bad:
+        lb = "(" if low_open else "["
+        hb = ")" if high_open else "]"
+        interval = f"{lb}{'-inf' if low is None else low}, {'inf' if high is None else high}{hb}"
+        raise ValueError(f"`{name}` must lie in {interval}; got {value}")
+    return value
+
+
+_NUMERIC_KINDS = "biuf"
+
+
+def as_array(x: Any, name: str, *, ndim: int | None = None, kinds: str = _NUMERIC_KINDS) -> np.ndarray:
+    """Convert ``x`` to an ndarray whose dtype kind is in ``kinds`` (NumPy's kind letters).
+
+    Refuses sparse matrices, masked arrays, object/string/complex dtypes (TypeError) and the wrong
+    number of dimensions (ValueError). The result shares memory with ``x`` where possible; byte-swapped
+    or unaligned data and float16 are converted to a native type.
+    """
+    if hasattr(x, "tocsr") and hasattr(x, "nnz"):
+        raise TypeError(f"`{name}` must be a dense array; got a sparse {type(x).__name__} "
+                        "(call .toarray() first)")
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError(f"`{name}` must not be a masked array; drop masked entries or fill them "
+                        "with NaN and pass nan_policy")
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as e:
+        raise TypeError(f"`{name}` must be array-like; {e}") from None
+    if arr.dtype.kind not in kinds:
+        expected = {"b": "boolean", "i": "integer", "u": "unsigned integer", "f": "float"}
+        want = ", ".join(expected[k] for k in kinds if k in expected)
+        raise TypeError(f"`{name}` must have a numeric ({want}) dtype; got dtype {arr.dtype}")
+    if ndim is not None and arr.ndim != ndim:
+        hint = " (flatten it with numpy.ravel first)" if ndim == 1 and arr.ndim > 1 else ""
+        raise ValueError(f"`{name}` must be {ndim}-D; got an array of shape {arr.shape}{hint}")
+    if arr.dtype.kind == "f" and arr.dtype.itemsize not in (4, 8):
+        arr = arr.astype(np.float64 if arr.dtype.itemsize > 8 else np.float32)
+    if not arr.dtype.isnative or not arr.flags.aligned:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    return arr
+
+
+def as_1d_numeric(x: Any, name: str) -> np.ndarray:
+    """:func:`as_array` with ``ndim=1`` and a boolean, integer or float dtype."""
+    return as_array(x, name, ndim=1, kinds=_NUMERIC_KINDS)
+
+
+def check_same_length(**arrays: np.ndarray) -> int:
+    """All arrays must have the same length; returns it. The message lists every length."""
+    lengths = {k: len(v) for k, v in arrays.items()}
+    if len(set(lengths.values())) > 1:
+        listed = ", ".join(f"`{k}` has {n}" for k, n in lengths.items())
+        raise ValueError(f"{' and '.join(f'`{k}`' for k in lengths)} must have the same length; {listed}")
+    return next(iter(lengths.values()), 0)
+
+
+def check_finite(x: np.ndarray, name: str, *, allow_nan: bool = False) -> None:
+    """Raise ValueError if ``x`` holds inf (or NaN unless ``allow_nan``); O(1) extra memory when clean."""
+    if x.dtype.kind != "f" or x.size == 0:
+        return
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = np.sum(x, dtype=np.float64)
+    if np.isfinite(total):
+        return
+    if np.isinf(x).any():
+        raise ValueError(f"`{name}` must be finite; it contains infinite values")
+    if not allow_nan and np.isnan(x).any():
+        raise ValueError(f"`{name}` must not contain NaN")
+
+
+def nan_mask(*arrays: np.ndarray) -> np.ndarray | None:
+    """Positions where any of the (same-length) arrays is NaN, or None when none is (cheap check)."""
+    mask = None
+    for a in arrays:
+        if a.dtype.kind != "f" or a.size == 0:
+            continue
+        with np.errstate(invalid="ignore", over="ignore"):
+            # No NaN unless the sum is NaN (inf + -inf gives NaN too: then look element-wise).
+            if not np.isnan(np.sum(a, dtype=np.float64)):
+                continue
+        m = np.isnan(a)
+        if m.any():
+            mask = m if mask is None else (mask | m)
+    return mask

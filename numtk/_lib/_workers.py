@@ -1,0 +1,110 @@
+"""The ``workers`` keyword: an int (native threads or a process pool) or a map-like callable.
+
+SciPy's convention: ``1`` runs serially, ``-1`` uses every core available to this process, ``k > 1``
+uses k workers, and any callable with the signature of the built-in ``map`` (``Pool.map``,
+``concurrent.futures.Executor.map``, a ``dask.distributed`` client's ``map`` wrapped to gather) carries
+the work instead.
+"""
+
+from __future__ import annotations
+
+import numbers
+import os
+from typing import Any, Callable, Iterable
+
+__all__ = ["MapWrapper", "as_map", "n_threads", "available_cores", "WORKERS_DOC"]
+
+WORKERS_DOC = """workers : int or map-like callable, optional
+    Parallelism. ``1`` (default) runs serially, ``-1`` uses every available core,
+    ``k > 1`` uses k workers."""
+
+
+def available_cores() -> int:
+    """Cores this process may run on (respects CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _check_count(workers: Any, name: str) -> int:
+    if isinstance(workers, (bool,)) or not isinstance(workers, numbers.Integral):
+        raise TypeError(f"`{name}` must be an int or a map-like callable; got {type(workers).__name__}")
+    workers = int(workers)
+    if workers == -1:
+        return available_cores()
+    if workers < 1:
+        raise ValueError(f"`{name}` must be a positive int or -1 (all cores); got {workers}")
+    return workers
+
+
+def n_threads(workers: Any = 1, *, name: str = "workers") -> int:
+    """The thread count for a compiled kernel: ``workers`` as an int, ``-1`` meaning all cores.
+
+    A map-like callable cannot drive threads inside one compiled call, so it is refused here with a
+    TypeError that says so; functions that can split work across calls use :func:`as_map`.
+    """
+    if callable(workers):
+        raise TypeError(f"`{name}` must be an int here (the number of native threads); a map-like "
+                        "callable only applies where the work splits into independent tasks")
+    return _check_count(workers, name)
+
+
+class MapWrapper:
+    """A map-like callable made from ``workers``; use as a context manager.
+
+    ``1`` maps serially with the built-in ``map``; ``k > 1`` or ``-1`` opens a process pool (closed on
+    exit; only pools made here are closed); a callable is used as given and must accept
+    ``(func, iterable)``. ``func`` must be picklable when a process pool carries it.
+
+    Examples
+    --------
+    >>> from numtk._lib import MapWrapper
+    >>> with MapWrapper(1) as mapper:
+    ...     list(mapper(abs, [-1, 2, -3]))
+    [1, 2, 3]
+    """
+
+    def __init__(self, workers: Any = 1, *, name: str = "workers") -> None:
+        self._pool = None
+        self._own_pool = False
+        if callable(workers):
+            self._mapfunc = workers
+            self.n_workers = None
+            return
+        k = _check_count(workers, name)
+        self.n_workers = k
+        if k == 1:
+            self._mapfunc = map
+        else:
+            import multiprocessing
+
+            # forkserver avoids forking a process that holds threads (BLAS, our kernels).
+            ctx = multiprocessing.get_context("forkserver")
+            self._pool = ctx.Pool(k)
+            self._own_pool = True
+            self._mapfunc = self._pool.imap
+
+    def __call__(self, func: Callable, iterable: Iterable) -> Iterable:
+        try:
+            return self._mapfunc(func, iterable)
+        except TypeError as e:
+            raise TypeError("`workers` must be a map-like callable with the signature "
+                            "`workers(func, iterable)`") from e
+
+    def close(self) -> None:
+        if self._own_pool and self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+    def __enter__(self) -> "MapWrapper":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def as_map(workers: Any = 1, *, name: str = "workers") -> MapWrapper:
+    """Shorthand for :class:`MapWrapper` (``with as_map(workers) as mapper: ...``)."""
+    return MapWrapper(workers, name=name)
