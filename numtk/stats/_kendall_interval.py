@@ -140,7 +140,7 @@ def kendall_tau_interval(x, y, confidence: float = 0.95, method: str = "bernstei
     >>> bool(res.low < res.statistic < res.high)
     True
     >>> round(res.statistic, 3)
-    0.937
+    0.933
     """
     confidence = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True, high_open=True)
     check_option(method, "method", _METHODS)

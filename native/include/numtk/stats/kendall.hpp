@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -49,24 +50,91 @@ inline key_t<T> order_key(T v) noexcept {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Stable LSD radix sort of (key, payload) pairs by key, 11-bit digits, skipping digits on which all
-// keys agree. Sorts in place; tmp buffers of the same length are required. `threads` > 1 splits every
-// pass into per-thread histograms and scatters.
+// Stable radix sort of (key, payload) pairs by key.
+//
+// Large ranges take one most-significant-digit pass on the top 8 bits in which the keys differ (so a
+// narrow value range costs no extra passes), then every bucket, small enough to sit in cache, is sorted
+// on the remaining bits; buckets that are still large recurse. Small ranges take least-significant-digit
+// passes of 8 bits, skipping digits on which all keys agree. Every step is stable, so equal keys keep
+// their input order. The top level can run on several threads (per-thread histograms and scatters,
+// buckets shared out dynamically).
 
 namespace detail {
 
-constexpr int kDigitBits = 11;
+constexpr int kDigitBits = 8;                                // top level of the threaded sort
 constexpr std::size_t kBuckets = std::size_t(1) << kDigitBits;
+constexpr int kMaxDigitBits = 10;                            // serial levels: adaptive width up to this
+constexpr std::size_t kMaxBuckets = std::size_t(1) << kMaxDigitBits;
 constexpr std::size_t kParallelMin = std::size_t(1) << 16;  // below this, threads cost more than they save
+constexpr std::size_t kCacheRange = std::size_t(1) << 14;   // merge sort: blocks sorted in cache first
+constexpr std::size_t kSmallRange = 48;                      // radix: insertion sort below this
 
 template <class K>
-constexpr int n_digits() {
-    return int((8 * sizeof(K) + kDigitBits - 1) / kDigitBits);
+inline K low_mask(int bits) noexcept {
+    return bits >= int(8 * sizeof(K)) ? ~K(0) : K((K(1) << bits) - 1);
 }
 
 template <class K>
-inline std::size_t digit(K key, int d) noexcept {
-    return std::size_t((key >> (d * kDigitBits)) & K(kBuckets - 1));
+inline int highest_bit(K v) noexcept {  // v != 0
+    int b = 0;
+    while (v >>= 1) ++b;
+    return b;
+}
+
+// Stable insertion sort of a short range by key.
+template <class K, class P>
+inline void insertion_sort_pairs(K* ak, P* ap, std::size_t n) noexcept {
+    for (std::size_t i = 1; i < n; ++i) {
+        const K k = ak[i];
+        const P p = ap[i];
+        std::size_t j = i;
+        while (j > 0 && ak[j - 1] > k) {
+            ak[j] = ak[j - 1];
+            ap[j] = ap[j - 1];
+            --j;
+        }
+        ak[j] = k;
+        ap[j] = p;
+    }
+}
+
+// Sorts a[0:n) by the low `bits` bits of its keys (the higher bits are equal within the range);
+// scratch b; result in a. The digit width grows with the range (up to kMaxDigitBits) so that buckets
+// hold a few dozen keys on average; ranges of at most kSmallRange keys are insertion-sorted.
+template <class K, class P>
+void radix_range(K* ak, P* ap, K* bk, P* bp, std::size_t n, int bits) {
+    if (n < 2 || bits <= 0) return;
+    if (n <= kSmallRange) {
+        insertion_sort_pairs(ak, ap, n);
+        return;
+    }
+    const K mask = low_mask<K>(bits);
+    K diff = 0;
+    const K k0 = ak[0] & mask;
+    for (std::size_t i = 1; i < n; ++i) diff |= (ak[i] & mask) ^ k0;
+    if (diff == 0) return;
+    const int top = highest_bit(diff) + 1;  // bits that still vary
+    const int width = std::min({kMaxDigitBits, top, std::max(4, highest_bit(n) - 4)});
+    const int shift = top - width;
+    const std::size_t nb = std::size_t(1) << width, dmask = nb - 1;
+    std::size_t off[kMaxBuckets + 1];
+    std::fill(off, off + nb + 1, std::size_t(0));
+    for (std::size_t i = 0; i < n; ++i) ++off[(std::size_t(ak[i] >> shift) & dmask) + 1];
+    for (std::size_t d = 0; d < nb; ++d) off[d + 1] += off[d];
+    std::size_t pos[kMaxBuckets];
+    std::copy(off, off + nb, pos);
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::size_t p = pos[std::size_t(ak[i] >> shift) & dmask]++;
+        bk[p] = ak[i];
+        bp[p] = ap[i];
+    }
+    for (std::size_t d = 0; d < nb; ++d) {
+        const std::size_t lo = off[d], m = off[d + 1] - lo;
+        if (m == 0) continue;
+        radix_range(bk + lo, bp + lo, ak + lo, ap + lo, m, shift);
+    }
+    std::memcpy(ak, bk, n * sizeof(K));
+    std::memcpy(ap, bp, n * sizeof(P));
 }
 
 }  // namespace detail
@@ -74,67 +142,58 @@ inline std::size_t digit(K key, int d) noexcept {
 template <class K, class P>
 void radix_sort_pairs(K* keys, P* payload, K* keys_tmp, P* payload_tmp, std::size_t n, int threads) {
     using namespace detail;
-    constexpr int D = n_digits<K>();
+    constexpr int kBits = int(8 * sizeof(K));
     if (n < 2) return;
-    if (n < kParallelMin) threads = 1;
-    threads = std::max(1, threads);
-
-    // One pass for the histograms of every digit (tells which passes can be skipped).
-    std::vector<std::size_t> hist(std::size_t(D) * kBuckets * threads, 0);
+    if (n < kParallelMin || threads <= 1) {
+        radix_range(keys, payload, keys_tmp, payload_tmp, n, kBits);
+        return;
+    }
+    // Threaded top level: the MSD pass with per-thread histograms, then buckets shared out.
+    const std::size_t T = std::size_t(threads);
+    std::vector<K> diffs(T, 0);
+    const K k0 = keys[0];
     parallel_for_chunks(n, threads, [&](int t, std::size_t lo, std::size_t hi) {
-        std::size_t* h = hist.data() + std::size_t(t) * D * kBuckets;
+        K d = 0;
+        for (std::size_t i = lo; i < hi; ++i) d |= keys[i] ^ k0;
+        diffs[std::size_t(t)] = d;
+    });
+    K diff = 0;
+    for (K d : diffs) diff |= d;
+    if (diff == 0) return;
+    const int shift = std::max(0, highest_bit(diff) + 1 - kDigitBits);
+    std::vector<std::size_t> hist(T * kBuckets, 0);
+    parallel_for_chunks(n, threads, [&](int t, std::size_t lo, std::size_t hi) {
+        std::size_t* h = hist.data() + std::size_t(t) * kBuckets;
+        for (std::size_t i = lo; i < hi; ++i) ++h[std::size_t(keys[i] >> shift) & (kBuckets - 1)];
+    });
+    std::vector<std::size_t> pos(T * kBuckets), off(kBuckets + 1, 0);
+    std::size_t run = 0;
+    for (std::size_t b = 0; b < kBuckets; ++b) {
+        off[b] = run;
+        for (std::size_t t = 0; t < T; ++t) {
+            pos[t * kBuckets + b] = run;
+            run += hist[t * kBuckets + b];
+        }
+    }
+    off[kBuckets] = run;
+    parallel_for_chunks(n, threads, [&](int t, std::size_t lo, std::size_t hi) {
+        std::size_t* p = pos.data() + std::size_t(t) * kBuckets;
         for (std::size_t i = lo; i < hi; ++i) {
-            const K k = keys[i];
-            for (int d = 0; d < D; ++d) ++h[d * kBuckets + digit(k, d)];
+            const std::size_t q = p[std::size_t(keys[i] >> shift) & (kBuckets - 1)]++;
+            keys_tmp[q] = keys[i];
+            payload_tmp[q] = payload[i];
         }
     });
-
-    K* src_k = keys;
-    P* src_p = payload;
-    K* dst_k = keys_tmp;
-    P* dst_p = payload_tmp;
-    std::vector<std::size_t> offs(kBuckets * threads);
-    for (int d = 0; d < D; ++d) {
-        // Skip a digit that is the same for every key.
-        bool trivial = false;
-        for (std::size_t b = 0; b < kBuckets; ++b) {
-            std::size_t tot = 0;
-            for (int t = 0; t < threads; ++t) tot += hist[(std::size_t(t) * D + d) * kBuckets + b];
-            if (tot == n) { trivial = true; break; }
-            if (tot) break;
+    std::atomic<std::size_t> next{0};
+    parallel_for_chunks(T, threads, [&](int, std::size_t, std::size_t) {
+        for (std::size_t b; (b = next.fetch_add(1)) < kBuckets;) {
+            const std::size_t lo = off[b], m = off[b + 1] - lo;
+            if (m == 0) continue;
+            radix_range(keys_tmp + lo, payload_tmp + lo, keys + lo, payload + lo, m, shift);
+            std::memcpy(keys + lo, keys_tmp + lo, m * sizeof(K));
+            std::memcpy(payload + lo, payload_tmp + lo, m * sizeof(P));
         }
-        if (trivial) continue;
-        if (threads > 1) {
-            // After an earlier pass the chunks hold other keys: recount this digit per chunk.
-            parallel_for_chunks(n, threads, [&](int t, std::size_t lo, std::size_t hi) {
-                std::size_t* h = hist.data() + (std::size_t(t) * D + d) * kBuckets;
-                std::fill(h, h + kBuckets, std::size_t(0));
-                for (std::size_t i = lo; i < hi; ++i) ++h[digit(src_k[i], d)];
-            });
-        }
-        // Exclusive prefix over (bucket, thread): thread t writes bucket b after threads < t.
-        std::size_t run = 0;
-        for (std::size_t b = 0; b < kBuckets; ++b) {
-            for (int t = 0; t < threads; ++t) {
-                offs[std::size_t(t) * kBuckets + b] = run;
-                run += hist[(std::size_t(t) * D + d) * kBuckets + b];
-            }
-        }
-        parallel_for_chunks(n, threads, [&](int t, std::size_t lo, std::size_t hi) {
-            std::size_t* o = offs.data() + std::size_t(t) * kBuckets;
-            for (std::size_t i = lo; i < hi; ++i) {
-                const std::size_t pos = o[digit(src_k[i], d)]++;
-                dst_k[pos] = src_k[i];
-                dst_p[pos] = src_p[i];
-            }
-        });
-        std::swap(src_k, dst_k);
-        std::swap(src_p, dst_p);
-    }
-    if (src_k != keys) {
-        std::memcpy(keys, src_k, n * sizeof(K));
-        std::memcpy(payload, src_p, n * sizeof(P));
-    }
+    });
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -159,33 +218,32 @@ inline std::int64_t insertion_count(V* a, std::size_t n) noexcept {
     return inv;
 }
 
-// Merge sorted a[0:na] and b[0:nb] into out; counts pairs (left element > right element).
+// Merge sorted a[0:na] and b[0:nb] into out, counting the pairs (left element > right element).
+// Branch-free inner loop: the comparison selects, it does not jump.
 template <class V>
 inline std::int64_t merge_count(const V* a, std::size_t na, const V* b, std::size_t nb, V* out) noexcept {
     std::int64_t inv = 0;
     std::size_t i = 0, j = 0, k = 0;
     while (i < na && j < nb) {
-        if (b[j] < a[i]) {
-            inv += std::int64_t(na - i);
-            out[k++] = b[j++];
-        } else {
-            out[k++] = a[i++];
-        }
+        const V av = a[i], bv = b[j];
+        const bool take_b = bv < av;
+        out[k++] = take_b ? bv : av;
+        inv += take_b ? std::int64_t(na - i) : 0;
+        j += take_b;
+        i += !take_b;
     }
     while (i < na) out[k++] = a[i++];
     while (j < nb) out[k++] = b[j++];
     return inv;
 }
 
-// Bottom-up merge sort of a[0:n] (tmp of length n), returning the strict inversions. Result in a.
+// Bottom-up merge sort of a[0:n) over widths [width, n) (runs of `width` already sorted); result in a.
 template <class V>
-std::int64_t merge_sort_count(V* a, V* tmp, std::size_t n) noexcept {
-    constexpr std::size_t kRun = 32;
+std::int64_t merge_levels(V* a, V* tmp, std::size_t n, std::size_t width) noexcept {
     std::int64_t inv = 0;
-    for (std::size_t lo = 0; lo < n; lo += kRun) inv += insertion_count(a + lo, std::min(kRun, n - lo));
     V* src = a;
     V* dst = tmp;
-    for (std::size_t width = kRun; width < n; width *= 2) {
+    for (; width < n; width *= 2) {
         for (std::size_t lo = 0; lo < n; lo += 2 * width) {
             const std::size_t mid = std::min(lo + width, n), hi = std::min(lo + 2 * width, n);
             inv += merge_count(src + lo, mid - lo, src + mid, hi - mid, dst + lo);
@@ -194,6 +252,20 @@ std::int64_t merge_sort_count(V* a, V* tmp, std::size_t n) noexcept {
     }
     if (src != a) std::memcpy(a, src, n * sizeof(V));
     return inv;
+}
+
+// Merge sort of a[0:n) counting strict inversions (tmp of length n); cache-blocked: blocks of
+// kCacheRange are sorted completely before the levels that span the whole array. Result in a.
+template <class V>
+std::int64_t merge_sort_count(V* a, V* tmp, std::size_t n) noexcept {
+    constexpr std::size_t kRun = 32;
+    std::int64_t inv = 0;
+    for (std::size_t blo = 0; blo < n; blo += kCacheRange) {
+        const std::size_t m = std::min(kCacheRange, n - blo);
+        for (std::size_t lo = 0; lo < m; lo += kRun) inv += insertion_count(a + blo + lo, std::min(kRun, m - lo));
+        inv += merge_levels(a + blo, tmp + blo, m, kRun);
+    }
+    return inv + merge_levels(a, tmp, n, kCacheRange);
 }
 
 // Strict inversions of values in [0, k) with a Fenwick tree (fast when k is small).
@@ -213,16 +285,17 @@ std::int64_t fenwick_count(const V* a, std::size_t n, std::size_t k) {
 
 }  // namespace detail
 
-// Counts the strict inversions of a[0:n]; values must lie in [0, k). The array is scrambled
-// (sorted) on return. `tmp` needs n elements when the merge path is taken.
+// Counts the strict inversions of a[0:n); values must lie in [0, k), or k = 0 for values of any size
+// (then a merge sort is always used). The array is sorted on return. `tmp` needs n elements when the merge path is taken.
 template <class V>
 std::int64_t count_inversions(V* a, V* tmp, std::size_t n, std::size_t k, int threads) {
     using namespace detail;
     if (n < 2) return 0;
     if (n < kParallelMin) threads = 1;
     threads = std::max(1, threads);
-    if (k <= 1) return 0;
-    if (k <= 4096 && threads == 1) return fenwick_count(a, n, k);
+    if (k == 1) return 0;
+    const bool small_range = k != 0 && k <= 4096;
+    if (small_range && threads == 1) return fenwick_count(a, n, k);
     if (threads == 1) return merge_sort_count(a, tmp, n);
 
     // Parallel: sort T blocks concurrently, then merge pairs of blocks level by level (the pairs of one
@@ -234,8 +307,12 @@ std::int64_t count_inversions(V* a, V* tmp, std::size_t n, std::size_t k, int th
     parallel_for_chunks(T, threads, [&](int, std::size_t lo, std::size_t hi) {
         for (std::size_t b = lo; b < hi; ++b) {
             const std::size_t s = bounds[b], e = bounds[b + 1];
-            part[b] = (k <= 4096) ? fenwick_count(a + s, e - s, k) : merge_sort_count(a + s, tmp + s, e - s);
-            if (k <= 4096) std::sort(a + s, a + e);
+            if (small_range) {
+                part[b] = fenwick_count(a + s, e - s, k);
+                std::sort(a + s, a + e);
+            } else {
+                part[b] = merge_sort_count(a + s, tmp + s, e - s);
+            }
         }
     });
     std::int64_t inv = 0;
@@ -344,6 +421,14 @@ void kendall_pass_x(const TX* x, std::ptrdiff_t x_stride, std::size_t n, int thr
     parallel_for_chunks(n, n < detail::kParallelMin ? 1 : threads, [&](int, std::size_t lo, std::size_t hi) {
         for (std::size_t i = lo; i < hi; ++i) kx[i] = order_key(x[std::ptrdiff_t(w.idx[i]) * x_stride]);
     });
+    if (out.y_distinct == std::int64_t(n)) {
+        // No ties in y: every pair is ordered strictly by y, so the discordant pairs are the strict
+        // inversions of the x keys in y order, counted while merge-sorting them (no second radix sort).
+        out.discordant = count_inversions(kx.data(), kx_tmp.data(), n, 0, threads);
+        out.x_distinct = detail::runs_of_sorted(kx.data(), n, out.x_groups, out.xtie);
+        out.ntie = 0;
+        return;
+    }
     radix_sort_pairs(kx.data(), w.yr.data(), kx_tmp.data(), w.idx.data(), n, threads);
     out.x_distinct = detail::runs_of_sorted(kx.data(), n, out.x_groups, out.xtie);
     // Joint ties: runs of equal (x, y) in the lexicographic order.
