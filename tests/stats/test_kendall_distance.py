@@ -100,3 +100,11 @@ def test_nan_policy_and_bad_input():
         kendall_distance([1, 2], [2, 1, 3])
     with pytest.raises(TypeError, match="`b` must have a numeric"):
         kendall_distance([1, 2], ["x", "y"])
+
+
+@pytest.mark.slow
+def test_hundred_million_items():
+    # n = 1e8: the count n(n-1)/2 ~ 5e15 needs 64-bit counters end to end (a reversed view, no copy).
+    n = 10**8
+    a = np.arange(n, dtype=np.int32)
+    assert kendall_distance(a, a[::-1]) == n * (n - 1) // 2 == 4999999950000000

@@ -286,7 +286,7 @@ std::int64_t fenwick_count(const V* a, std::size_t n, std::size_t k) {
 }  // namespace detail
 
 // Counts the strict inversions of a[0:n); values must lie in [0, k), or k = 0 for values of any size
-// (then a merge sort is always used). The array is sorted on return. `tmp` needs n elements when the merge path is taken.
+// (then a merge sort is always used). The array may be reordered on return. `tmp` needs n elements when the merge path is taken.
 template <class V>
 std::int64_t count_inversions(V* a, V* tmp, std::size_t n, std::size_t k, int threads) {
     using namespace detail;
@@ -298,22 +298,41 @@ std::int64_t count_inversions(V* a, V* tmp, std::size_t n, std::size_t k, int th
     if (small_range && threads == 1) return fenwick_count(a, n, k);
     if (threads == 1) return merge_sort_count(a, tmp, n);
 
-    // Parallel: sort T blocks concurrently, then merge pairs of blocks level by level (the pairs of one
-    // level run concurrently), counting the cross-block inversions during each merge.
     const std::size_t T = std::size_t(threads);
     std::vector<std::size_t> bounds(T + 1);
     for (std::size_t t = 0; t <= T; ++t) bounds[t] = n * t / T;
     std::vector<std::int64_t> part(T, 0);
-    parallel_for_chunks(T, threads, [&](int, std::size_t lo, std::size_t hi) {
-        for (std::size_t b = lo; b < hi; ++b) {
-            const std::size_t s = bounds[b], e = bounds[b + 1];
-            if (small_range) {
-                part[b] = fenwick_count(a + s, e - s, k);
-                std::sort(a + s, a + e);
-            } else {
-                part[b] = merge_sort_count(a + s, tmp + s, e - s);
+    if (small_range) {
+        // Few distinct values: a Fenwick count inside each block, and the cross-block pairs from the
+        // blocks' value histograms (no sorting at all).
+        std::vector<std::int64_t> hist(T * k, 0);
+        parallel_for_chunks(T, threads, [&](int, std::size_t lo, std::size_t hi) {
+            for (std::size_t b = lo; b < hi; ++b) {
+                part[b] = fenwick_count(a + bounds[b], bounds[b + 1] - bounds[b], k);
+                std::int64_t* h = hist.data() + b * k;
+                for (std::size_t i = bounds[b]; i < bounds[b + 1]; ++i) ++h[std::size_t(a[i])];
+            }
+        });
+        std::int64_t inv = 0;
+        for (auto p : part) inv += p;
+        std::vector<std::int64_t> earlier(k, 0);  // value counts of the blocks before b
+        for (std::size_t b = 1; b < T; ++b) {
+            const std::int64_t* prev = hist.data() + (b - 1) * k;
+            for (std::size_t v = 0; v < k; ++v) earlier[v] += prev[v];
+            std::int64_t greater = 0;  // earlier elements with value > v, for v from the top down
+            const std::int64_t* h = hist.data() + b * k;
+            for (std::size_t v = k; v-- > 0;) {
+                inv += h[v] * greater;
+                greater += earlier[v];
             }
         }
+        return inv;
+    }
+    // Sort T blocks concurrently, then merge pairs of blocks level by level (the pairs of one level run
+    // concurrently), counting the cross-block inversions during each merge.
+    parallel_for_chunks(T, threads, [&](int, std::size_t lo, std::size_t hi) {
+        for (std::size_t b = lo; b < hi; ++b)
+            part[b] = merge_sort_count(a + bounds[b], tmp + bounds[b], bounds[b + 1] - bounds[b]);
     });
     std::int64_t inv = 0;
     for (auto p : part) inv += p;
