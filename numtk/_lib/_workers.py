@@ -63,6 +63,10 @@ class MapWrapper:
     >>> with MapWrapper(1) as mapper:
     ...     list(mapper(abs, [-1, 2, -3]))
     [1, 2, 3]
+
+    A ``dask.distributed`` client carries the work when its ``map`` is wrapped to gather the results::
+
+        workers = lambda func, items: client.gather(client.map(func, list(items)))
     """
 
     def __init__(self, workers: Any = 1, *, name: str = "workers") -> None:

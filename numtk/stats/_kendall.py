@@ -7,6 +7,7 @@ import warnings
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from numtk._lib import SignificanceResult, n_threads
 from numtk._lib._validation import (
@@ -134,7 +135,7 @@ def _nan_result() -> SignificanceResult:
     return SignificanceResult(statistic=nan, pvalue=nan, correlation=nan)
 
 
-def kendall_tau(x, y, *, variant: str = "b", alternative: str = "two-sided", method: str = "auto",
+def kendall_tau(x: ArrayLike, y: ArrayLike, *, variant: str = "b", alternative: str = "two-sided", method: str = "auto",
                 nan_policy: str = "propagate", workers: int = 1) -> SignificanceResult:
     r"""Kendall's rank correlation tau, with a test of independence.
 
@@ -306,7 +307,7 @@ def _distance_from_counts(n: int, dis: int, xtie: int, ytie: int, ntie: int, *,
     return float(value)
 
 
-def kendall_distance(a, b, *, normalize: bool = False, penalty: float = 0.0,
+def kendall_distance(a: ArrayLike, b: ArrayLike, *, normalize: bool = False, penalty: float = 0.0,
                      nan_policy: str = "raise", workers: int = 1) -> int | float:
     r"""Kendall tau distance: the number of item pairs that two rankings order oppositely.
 

@@ -6,6 +6,7 @@ import math
 import warnings
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from numtk._lib import Result, n_threads
 from numtk._lib._validation import NAN_POLICIES, check_option, check_real
@@ -58,7 +59,7 @@ def _asymptotic_center_and_se(x: np.ndarray, y: np.ndarray, threads: int) -> tup
     return tau_a / math.sqrt(P * Q), math.sqrt(var)
 
 
-def kendall_tau_interval(x, y, confidence: float = 0.95, method: str = "bernstein", *,
+def kendall_tau_interval(x: ArrayLike, y: ArrayLike, confidence: float = 0.95, method: str = "bernstein", *,
                          alternative: str = "two-sided", nan_policy: str = "propagate",
                          workers: int = 1) -> Result:
     r"""Confidence interval for the population Kendall tau.

@@ -190,3 +190,11 @@ def test_progress_bar(capsys):
         assert real.n == 5
     with progress_bar(range(2), progress={"leave": False}) as real:
         assert list(real) == [0, 1]
+
+
+def test_map_wrapper_on_a_dask_local_cluster():
+    distributed = pytest.importorskip("distributed")  # a test extra: installed in CI
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        with MapWrapper(lambda func, items: client.gather(client.map(func, list(items)))) as m:
+            assert list(m(_square, range(5))) == [0, 1, 4, 9, 16]
