@@ -135,8 +135,8 @@ def _nan_result() -> SignificanceResult:
     return SignificanceResult(statistic=nan, pvalue=nan, correlation=nan)
 
 
-def kendall_tau(x: ArrayLike, y: ArrayLike, *, variant: str = "b", alternative: str = "two-sided", method: str = "auto",
-                nan_policy: str = "propagate", workers: int = 1) -> SignificanceResult:
+def kendall_tau(x: ArrayLike, y: ArrayLike, *, variant: str = "b", alternative: str = "two-sided",
+                method: str = "auto", nan_policy: str = "propagate", workers: int = 1) -> SignificanceResult:
     r"""Kendall's rank correlation tau, with a test of independence.
 
     A drop-in for :func:`scipy.stats.kendalltau` on 1-D input: the same variants, p-values, tie

@@ -59,8 +59,8 @@ def _asymptotic_center_and_se(x: np.ndarray, y: np.ndarray, threads: int) -> tup
     return tau_a / math.sqrt(P * Q), math.sqrt(var)
 
 
-def kendall_tau_interval(x: ArrayLike, y: ArrayLike, confidence: float = 0.95, method: str = "bernstein", *,
-                         alternative: str = "two-sided", nan_policy: str = "propagate",
+def kendall_tau_interval(x: ArrayLike, y: ArrayLike, confidence: float = 0.95,
+                         method: str = "bernstein", *, alternative: str = "two-sided", nan_policy: str = "propagate",
                          workers: int = 1) -> Result:
     r"""Confidence interval for the population Kendall tau.
 
