@@ -1,0 +1,1 @@
+"""asv benchmark suite for numtk (see ``bench/README.md``)."""
