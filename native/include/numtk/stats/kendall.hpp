@@ -14,12 +14,32 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
 #include "numtk/parallel.hpp"
 
 namespace numtk::stats {
+
+// A heap array left uninitialised (std::vector would zero it: a wasted pass over memory that the
+// kernels overwrite anyway; first touch then happens in the threads that use the pages).
+template <class T>
+class Buffer {
+  public:
+    Buffer() = default;
+    explicit Buffer(std::size_t n) : data_(n ? new T[n] : nullptr), size_(n) {}
+    T* data() noexcept { return data_.get(); }
+    const T* data() const noexcept { return data_.get(); }
+    T& operator[](std::size_t i) noexcept { return data_[i]; }
+    const T& operator[](std::size_t i) const noexcept { return data_[i]; }
+    std::size_t size() const noexcept { return size_; }
+    void reset() noexcept { data_.reset(); size_ = 0; }
+
+  private:
+    std::unique_ptr<T[]> data_;
+    std::size_t size_ = 0;
+};
 
 // ---------------------------------------------------------------------------------------------------
 // Order-preserving unsigned keys: a < b (as numbers) iff key(a) < key(b), a == b iff key(a) == key(b).
@@ -402,8 +422,8 @@ std::int64_t runs_of_sorted(const K* keys, std::size_t n, std::vector<std::int64
 // ranks; kendall_pass_x stably sorts the (x key, y rank) pairs by x, so the y ranks appear in
 // lexicographic (x, y) order, and counts their strict inversions: the discordant pairs. Requires n < 2^32.
 struct KendallWork {
-    std::vector<std::uint32_t> idx;  // after pass y: original indices in y order
-    std::vector<std::uint32_t> yr;   // after pass y: dense y rank of each position in y order
+    Buffer<std::uint32_t> idx;  // after pass y: original indices in y order
+    Buffer<std::uint32_t> yr;   // after pass y: dense y rank of each position in y order
 };
 
 template <class TY>
@@ -411,10 +431,10 @@ void kendall_pass_y(const TY* y, std::ptrdiff_t y_stride, std::size_t n, int thr
                     KendallCounts& out) {
     using KY = key_t<TY>;
     using U = std::uint32_t;
-    w.idx.resize(n);
-    w.yr.resize(n);
+    w.idx = Buffer<std::uint32_t>(n);
+    w.yr = Buffer<std::uint32_t>(n);
     if (n == 0) return;
-    std::vector<KY> ky(n), ky_tmp(n);
+    Buffer<KY> ky(n), ky_tmp(n);
     parallel_for_chunks(n, n < detail::kParallelMin ? 1 : threads, [&](int, std::size_t lo, std::size_t hi) {
         for (std::size_t i = lo; i < hi; ++i) {
             ky[i] = order_key(y[std::ptrdiff_t(i) * y_stride]);
@@ -436,7 +456,7 @@ void kendall_pass_x(const TX* x, std::ptrdiff_t x_stride, std::size_t n, int thr
                     KendallCounts& out) {
     using KX = key_t<TX>;
     if (n == 0) return;
-    std::vector<KX> kx(n), kx_tmp(n);
+    Buffer<KX> kx(n), kx_tmp(n);
     parallel_for_chunks(n, n < detail::kParallelMin ? 1 : threads, [&](int, std::size_t lo, std::size_t hi) {
         for (std::size_t i = lo; i < hi; ++i) kx[i] = order_key(x[std::ptrdiff_t(w.idx[i]) * x_stride]);
     });
@@ -458,8 +478,8 @@ void kendall_pass_x(const TX* x, std::ptrdiff_t x_stride, std::size_t n, int thr
         out.ntie += detail::pairs_of(std::int64_t(j - i));
         i = j;
     }
-    kx = {};
-    kx_tmp = {};
+    kx.reset();
+    kx_tmp.reset();
     out.discordant = count_inversions(w.yr.data(), w.idx.data(), n, std::size_t(out.y_distinct), threads);
 }
 
@@ -481,11 +501,11 @@ template <class TY>
 void lexsort_pass_y(const TY* y, std::ptrdiff_t y_stride, std::size_t n, int threads, KendallWork& w) {
     using KY = key_t<TY>;
     using U = std::uint32_t;
-    w.idx.resize(n);
-    w.yr.resize(n);
+    w.idx = Buffer<std::uint32_t>(n);
+    w.yr = Buffer<std::uint32_t>(n);
     if (n == 0) return;
-    std::vector<KY> ky(n), ky_tmp(n);
-    std::vector<U> tmp(n);
+    Buffer<KY> ky(n), ky_tmp(n);
+    Buffer<U> tmp(n);
     for (std::size_t i = 0; i < n; ++i) {
         ky[i] = order_key(y[std::ptrdiff_t(i) * y_stride]);
         w.idx[i] = U(i);
@@ -503,8 +523,8 @@ void lexsort_pass_x(const TX* x, std::ptrdiff_t x_stride, std::size_t n, int thr
                     std::int64_t* perm, std::int64_t* xr, std::int64_t* yr) {
     using KX = key_t<TX>;
     if (n == 0) return;
-    std::vector<KX> kx(n), kx_tmp(n);
-    std::vector<std::uint32_t> tmp(n);
+    Buffer<KX> kx(n), kx_tmp(n);
+    Buffer<std::uint32_t> tmp(n);
     for (std::size_t i = 0; i < n; ++i) kx[i] = order_key(x[std::ptrdiff_t(w.idx[i]) * x_stride]);
     radix_sort_pairs(kx.data(), w.idx.data(), kx_tmp.data(), tmp.data(), n, threads);
     std::int64_t r = 0;
