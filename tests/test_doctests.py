@@ -1,0 +1,33 @@
+"""The Examples sections of the public docstrings and the tutorials run as doctests."""
+
+import doctest
+import importlib
+from pathlib import Path
+
+import pytest
+
+import numtk
+
+ROOT = Path(__file__).resolve().parents[1]
+FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+
+
+def _modules():
+    names = ["numtk._lib._result", "numtk._lib._rng", "numtk._lib._workers", "numtk._lib._progress"]
+    for area in numtk.submodules:
+        mod = importlib.import_module(f"numtk.{area}")
+        names += sorted({getattr(mod, n).__module__ for n in mod.__all__
+                         if getattr(getattr(mod, n), "__module__", "").startswith("numtk.")})
+    return names
+
+
+@pytest.mark.parametrize("name", _modules())
+def test_docstring_examples(name):
+    result = doctest.testmod(importlib.import_module(name), optionflags=FLAGS)
+    assert result.failed == 0
+
+
+@pytest.mark.parametrize("page", sorted((ROOT / "docs" / "tutorial").glob("*.rst")), ids=lambda p: p.name)
+def test_tutorial_examples(page):
+    result = doctest.testfile(str(page), module_relative=False, optionflags=FLAGS)
+    assert result.failed == 0 and result.attempted > 0
