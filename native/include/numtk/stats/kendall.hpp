@@ -426,22 +426,34 @@ struct KendallWork {
     Buffer<std::uint32_t> yr;   // after pass y: dense y rank of each position in y order
 };
 
+namespace detail {
+
+// Order-preserving keys of y, radix-sorted, carrying the original index into w.idx (w.yr is scratch).
 template <class TY>
-void kendall_pass_y(const TY* y, std::ptrdiff_t y_stride, std::size_t n, int threads, KendallWork& w,
-                    KendallCounts& out) {
+Buffer<key_t<TY>> sorted_keys_with_index(const TY* y, std::ptrdiff_t y_stride, std::size_t n, int threads,
+                                         KendallWork& w) {
     using KY = key_t<TY>;
-    using U = std::uint32_t;
     w.idx = Buffer<std::uint32_t>(n);
     w.yr = Buffer<std::uint32_t>(n);
-    if (n == 0) return;
     Buffer<KY> ky(n), ky_tmp(n);
-    parallel_for_chunks(n, n < detail::kParallelMin ? 1 : threads, [&](int, std::size_t lo, std::size_t hi) {
+    parallel_for_chunks(n, n < kParallelMin ? 1 : threads, [&](int, std::size_t lo, std::size_t hi) {
         for (std::size_t i = lo; i < hi; ++i) {
             ky[i] = order_key(y[std::ptrdiff_t(i) * y_stride]);
-            w.idx[i] = U(i);
+            w.idx[i] = std::uint32_t(i);
         }
     });
     radix_sort_pairs(ky.data(), w.idx.data(), ky_tmp.data(), w.yr.data(), n, threads);
+    return ky;
+}
+
+}  // namespace detail
+
+template <class TY>
+void kendall_pass_y(const TY* y, std::ptrdiff_t y_stride, std::size_t n, int threads, KendallWork& w,
+                    KendallCounts& out) {
+    using U = std::uint32_t;
+    if (n == 0) return;
+    const auto ky = detail::sorted_keys_with_index(y, y_stride, n, threads, w);
     out.y_distinct = detail::runs_of_sorted(ky.data(), n, out.y_groups, out.ytie);
     U r = 0;
     w.yr[0] = 0;
@@ -499,19 +511,9 @@ KendallCounts kendall_counts(const TX* x, std::ptrdiff_t x_stride, const TY* y, 
 // and its 0-based dense ranks xr[i], yr[i].
 template <class TY>
 void lexsort_pass_y(const TY* y, std::ptrdiff_t y_stride, std::size_t n, int threads, KendallWork& w) {
-    using KY = key_t<TY>;
-    using U = std::uint32_t;
-    w.idx = Buffer<std::uint32_t>(n);
-    w.yr = Buffer<std::uint32_t>(n);
     if (n == 0) return;
-    Buffer<KY> ky(n), ky_tmp(n);
-    Buffer<U> tmp(n);
-    for (std::size_t i = 0; i < n; ++i) {
-        ky[i] = order_key(y[std::ptrdiff_t(i) * y_stride]);
-        w.idx[i] = U(i);
-    }
-    radix_sort_pairs(ky.data(), w.idx.data(), ky_tmp.data(), tmp.data(), n, threads);
-    U r = 0;
+    const auto ky = detail::sorted_keys_with_index(y, y_stride, n, threads, w);
+    std::uint32_t r = 0;
     for (std::size_t i = 0; i < n; ++i) {
         if (i > 0 && ky[i] != ky[i - 1]) ++r;
         w.yr[w.idx[i]] = r;
