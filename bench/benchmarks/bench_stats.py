@@ -101,3 +101,13 @@ class KendallTauInterval:
 
     def time_kendall_tau_interval(self, n, data, method):
         numtk.stats.kendall_tau_interval(self.x, self.y, confidence=0.95, method=method)
+
+
+def timeraw_import_numtk():
+    """``import numtk`` plus its first area, in a fresh interpreter, on top of numpy and scipy."""
+    return "import numtk, numtk.stats", "import numpy, scipy"
+
+
+def timeraw_import_numpy_scipy():
+    """The baseline the import cost is measured against."""
+    return "import numpy, scipy"
