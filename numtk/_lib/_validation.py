@@ -74,7 +74,8 @@ def as_array(x: Any, name: str, *, ndim: int | None = None, kinds: str = _NUMERI
 
     Refuses sparse matrices, masked arrays, object/string/complex dtypes (TypeError) and the wrong
     number of dimensions (ValueError). The result shares memory with ``x`` where possible; byte-swapped
-    or unaligned data and float16 are converted to a native type.
+    or unaligned data and float16 are converted to a native type (float16 to float32, exactly);
+    extended precision (``np.longdouble``) is kept.
     """
     if hasattr(x, "tocsr") and hasattr(x, "nnz"):
         raise TypeError(f"`{name}` must be a dense array; got a sparse {type(x).__name__} "
@@ -93,8 +94,8 @@ def as_array(x: Any, name: str, *, ndim: int | None = None, kinds: str = _NUMERI
     if ndim is not None and arr.ndim != ndim:
         hint = " (flatten it with numpy.ravel first)" if ndim == 1 and arr.ndim > 1 else ""
         raise ValueError(f"`{name}` must be {ndim}-D; got an array of shape {arr.shape}{hint}")
-    if arr.dtype.kind == "f" and arr.dtype.itemsize not in (4, 8):
-        arr = arr.astype(np.float64 if arr.dtype.itemsize > 8 else np.float32)
+    if arr.dtype.kind == "f" and arr.dtype.itemsize < 4:
+        arr = arr.astype(np.float32)  # float16: exact in float32
     if not arr.dtype.isnative or not arr.flags.aligned:
         arr = arr.astype(arr.dtype.newbyteorder("="))
     return arr

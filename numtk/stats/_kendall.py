@@ -62,16 +62,21 @@ def _prepare_pair(x: Any, y: Any, nan_policy: str, names=("x", "y")):
     if n > _MAX_N:
         raise ValueError(f"`{names[0]}` and `{names[1]}` may hold at most 2**32 - 1 elements; got {n}")
     mask = nan_mask(x, y)
-    if mask is None:
-        return x, y, False
-    if nan_policy == "raise":
-        which = [nm for nm, a in zip(names, (x, y)) if a.dtype.kind == "f" and np.isnan(a).any()]
-        raise ValueError(f"The input contains nan values (in {' and '.join(f'`{w}`' for w in which)}); "
-                         "use nan_policy='omit' to drop those pairs")
-    if nan_policy == "omit":
-        keep = ~mask
-        return x[keep], y[keep], False
-    return x, y, True
+    nan_found = False
+    if mask is not None:
+        if nan_policy == "raise":
+            which = [nm for nm, a in zip(names, (x, y)) if a.dtype.kind == "f" and np.isnan(a).any()]
+            raise ValueError(f"The input contains nan values (in {' and '.join(f'`{w}`' for w in which)}); "
+                             "use nan_policy='omit' to drop those pairs")
+        if nan_policy == "omit":
+            x, y = x[~mask], y[~mask]
+        else:
+            nan_found = True
+    # Extended-precision floats are ranked exactly through their dense ranks (the kernel reads
+    # 32- and 64-bit floats; a cast to float64 could merge distinct values).
+    x, y = (np.unique(a, return_inverse=True)[1] if a.dtype.kind == "f" and a.dtype.itemsize > 8 else a
+            for a in (x, y))
+    return x, y, nan_found
 
 
 def _counts(x: np.ndarray, y: np.ndarray, threads: int) -> _Counts:

@@ -331,3 +331,15 @@ def test_binding_refuses_what_python_would_have_caught():
         _stats_ext.kendall_counts(np.zeros(3, dtype=complex), np.zeros(3), 1)
     with pytest.raises(ValueError, match="threads"):
         _stats_ext.kendall_counts(np.zeros(3), np.zeros(3), 0)
+
+
+def test_extended_precision_is_ranked_exactly():
+    ld = np.longdouble
+    if np.finfo(ld).eps >= np.finfo(np.float64).eps:
+        pytest.skip("np.longdouble is float64 on this platform")  # nothing extra to test there
+    one = ld(1)
+    x = np.array([one, one + np.finfo(ld).eps, one + 2 * np.finfo(ld).eps], dtype=ld)
+    assert np.unique(x.astype(np.float64)).size == 1  # float64 would merge them
+    assert_equal(float(kendall_tau(x, [3, 2, 1]).statistic), -1.0)
+    assert_equal(float(kendall_tau(np.float16([1, 2, 3]), [1, 3, 2]).statistic),
+                 float(scipy.stats.kendalltau([1, 2, 3], [1, 3, 2]).statistic))
