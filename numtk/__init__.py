@@ -6,6 +6,8 @@ imports no optional dependency.
 
 =========================  ==========================================================
 ``numtk.stats``            Kendall's tau (a SciPy drop-in), Kendall distance, bounds
+``numtk.seriation``        STAGE ordering of point clouds along curves (in progress)
+``numtk.datasets``         small shipped datasets with their licences
 =========================  ==========================================================
 """
 
@@ -16,7 +18,7 @@ import sys
 from typing import Any
 
 # Areas that exist (later areas add themselves here as they land).
-submodules = ["stats"]
+submodules = ["stats", "seriation", "datasets"]
 
 __all__ = submodules + ["__version__", "show_config"]
 

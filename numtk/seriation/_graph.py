@@ -1,0 +1,124 @@
+"""The symmetric k-nearest-neighbour graph shared by STAGE and the graph baselines."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
+
+from numtk._lib._validation import as_array, check_finite, check_int, check_option, check_real
+
+__all__ = ["as_points", "knn_graph", "bridge_components", "components", "connect", "WEIGHTS"]
+
+WEIGHTS = ("gaussian", "binary")
+
+
+def as_points(X, name: str = "X") -> np.ndarray:
+    """Validate a point cloud: dense, numeric, 2-D, finite; returned as C-ordered float64."""
+    X = as_array(X, name, ndim=2)
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    check_finite(X, name)
+    if X.shape[0] == 0:
+        raise ValueError(f"`{name}` must hold at least one sample; got shape {X.shape}")
+    if X.shape[1] == 0:
+        raise ValueError(f"`{name}` must have at least one feature; got shape {X.shape}")
+    return X
+
+
+def knn_graph(X: np.ndarray, n_neighbors: int, *, weights: str = "gaussian", bandwidth: float | None = None,
+              workers: int = 1) -> tuple[sp.csr_matrix, float]:
+    """Symmetric k-NN similarity graph (union of the directed k-NN relations, no self loops).
+
+    Neighbours come from scikit-learn's exact ``NearestNeighbors``. ``weights='gaussian'`` gives
+    ``w_ij = exp(-|x_i - x_j|^2 / h^2)`` with ``h = bandwidth`` or, when None, the median distance of the
+    points to their k-th neighbour (so the graph is invariant to scaling X); ``'binary'`` gives 1.
+
+    Returns the CSR matrix and the bandwidth used (NaN for binary weights).
+    """
+    from sklearn.neighbors import NearestNeighbors
+
+    n = X.shape[0]
+    check_option(weights, "weights", WEIGHTS)
+    k = check_int(n_neighbors, "n_neighbors", minimum=1)
+    if k > n - 1:
+        raise ValueError(f"`n_neighbors` must be at most n_samples - 1 = {n - 1} (distinct samples); got {k}")
+    n_jobs = None if workers == 1 else workers
+    nn = NearestNeighbors(n_neighbors=k, n_jobs=n_jobs).fit(X)
+    dist, ind = nn.kneighbors()  # excludes each point itself
+    rows = np.repeat(np.arange(n), k)
+    D = sp.csr_matrix((dist.ravel(), (rows, ind.ravel())), shape=(n, n))
+    D = D.maximum(D.T).tocsr()  # union; distances are symmetric so max keeps the value
+    D.eliminate_zeros()  # distinct points have positive distances; zeros would be duplicates
+    if weights == "binary":
+        W = D.copy()
+        W.data[:] = 1.0
+        return W, float("nan")
+    if bandwidth is None:
+        h = float(np.median(dist[:, -1]))
+        if h == 0.0:
+            h = float(dist[dist > 0].min()) if np.any(dist > 0) else 1.0
+    else:
+        h = check_real(bandwidth, "bandwidth", low=0.0, low_open=True)
+    W = D.copy()
+    W.data = np.exp(-(W.data / h) ** 2)
+    return W, h
+
+
+def bridge_components(X: np.ndarray, W: sp.csr_matrix, labels: np.ndarray,
+                      n_components: int) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Join the components of W by the edges of a minimum spanning tree over components.
+
+    Each candidate edge between two components is their closest pair of points; the C - 1 tree edges are
+    added with the median weight of the graph (see the comment below). Returns the new graph and the
+    (C - 1, 2) array of added edges.
+    """
+    from sklearn.neighbors import NearestNeighbors
+
+    members = [np.flatnonzero(labels == c) for c in range(n_components)]
+    dist = np.full((n_components, n_components), np.inf)
+    pair = {}
+    for a in range(n_components):
+        tree = NearestNeighbors(n_neighbors=1).fit(X[members[a]])
+        for b in range(a + 1, n_components):
+            d, j = tree.kneighbors(X[members[b]])
+            i = int(np.argmin(d[:, 0]))
+            dist[a, b] = dist[b, a] = d[i, 0]
+            pair[a, b] = (int(members[a][j[i, 0]]), int(members[b][i]))
+    # Minimum spanning tree of the complete component graph (distances may be 0 for touching parts).
+    mst = minimum_spanning_tree(sp.csr_matrix(np.triu(dist + 1.0, k=1))).tocoo()
+    edges = np.array([pair[min(a, b), max(a, b)] for a, b in zip(mst.row, mst.col)], dtype=np.int64)
+    edges = edges.reshape(-1, 2)
+    # A bridge is the only link between its two sides, so a least-squares fit over the graph satisfies
+    # it exactly whatever its weight; a Gaussian weight of a long bridge would underflow and ruin the
+    # conditioning, so bridges take the graph's median weight.
+    w = np.full(len(edges), float(np.median(W.data)) if W.nnz else 1.0)
+    n = W.shape[0]
+    extra = sp.csr_matrix((np.r_[w, w], (np.r_[edges[:, 0], edges[:, 1]], np.r_[edges[:, 1], edges[:, 0]])),
+                          shape=(n, n))
+    return (W + extra).tocsr(), edges
+
+
+def components(W: sp.csr_matrix) -> tuple[int, np.ndarray]:
+    """Connected components (count, label per node) of a symmetric graph."""
+    return connected_components(W, directed=False)
+
+
+def connect(W: sp.csr_matrix, points: np.ndarray | None, disconnected: str,
+            what: str = "k-NN graph") -> tuple[sp.csr_matrix, int, np.ndarray]:
+    """Apply the ``disconnected`` policy ('connect' or 'raise').
+
+    Returns the (possibly bridged) graph, the number of components before bridging and the component
+    label of each node.
+    """
+    n_comp, labels = components(W)
+    if n_comp == 1:
+        return W, 1, labels
+    if disconnected == "raise":
+        raise ValueError(f"the {what} has {n_comp} connected components; a global order needs a connected "
+                         "graph: increase `n_neighbors` or pass `disconnected`='connect'")
+    if points is None:
+        raise ValueError(f"the {what} has {n_comp} connected components, and with "
+                         "affinity='precomputed' there are no coordinates to bridge them "
+                         "(disconnected='connect' needs points); pass a connected similarity")
+    W, _ = bridge_components(points, W, labels, n_comp)
+    return W, n_comp, labels
