@@ -2,11 +2,9 @@
 
 Oracles: scanpy's documentation and loader (640 x 11 cells x genes, 200 x 2, the row ranges of
 the cell-type labels), the Krumsiek et al. (2011) marker genes of each fate, the sha256 recorded
-in data/LICENSES.md, and independent parses of the shipped files (numpy.loadtxt, plain Python,
-pandas where installed).
+in data/LICENSES.md, and independent parses of the shipped files (numpy.loadtxt, plain Python).
 """
 
-import doctest
 import hashlib
 import importlib.resources
 import re
@@ -179,22 +177,7 @@ def test_equals_plain_python_parse(name, load):
     assert res.X.tolist() == [[float(v) for v in r[1:]] for r in rows]
 
 
-def test_equals_pandas_parse(k11):
-    pd = pytest.importorskip("pandas")
-    with importlib.resources.as_file(DATA / "krumsiek11.txt") as path:
-        df = pd.read_csv(path, sep=r"\s+", comment="#", header=None)
-    np.testing.assert_array_equal(k11.X, df.iloc[:, 1:].to_numpy(dtype=float))
-    np.testing.assert_array_equal(k11.step, df.iloc[:, 0].to_numpy())
-
-
 def test_fresh_arrays_each_call():
     a = load_krumsiek11()
     a.X[0, 0] = 123.0
     assert load_krumsiek11().X[0, 0] != 123.0
-
-
-def test_docstring_examples():
-    import numtk.datasets._single_cell as mod
-
-    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-    assert result.failed == 0 and result.attempted > 0
