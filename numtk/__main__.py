@@ -12,6 +12,7 @@ from typing import Callable
 # of _COLUMNS). Areas add their demos here as they land; the tour runs them all.
 DEMOS: dict[str, str] = {
     "kendall": "numtk.stats._demo:run",
+    "stage": "numtk.seriation._demo:run",
 }
 
 _COLUMNS = ("area", "method", "n", "result", "vs anchor", "speed")
