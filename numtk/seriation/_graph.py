@@ -8,7 +8,8 @@ from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
 from numtk._lib._validation import as_array, check_finite, check_int, check_option, check_real
 
-__all__ = ["as_points", "knn_graph", "bridge_components", "components", "connect", "WEIGHTS"]
+__all__ = ["as_points", "knn_graph", "graph_from_neighbors", "bridge_components", "components", "connect",
+           "WEIGHTS"]
 
 WEIGHTS = ("gaussian", "binary")
 
@@ -45,6 +46,13 @@ def knn_graph(X: np.ndarray, n_neighbors: int, *, weights: str = "gaussian", ban
     n_jobs = None if workers == 1 else workers
     nn = NearestNeighbors(n_neighbors=k, n_jobs=n_jobs).fit(X)
     dist, ind = nn.kneighbors()  # excludes each point itself
+    return graph_from_neighbors(dist, ind, weights=weights, bandwidth=bandwidth)
+
+
+def graph_from_neighbors(dist: np.ndarray, ind: np.ndarray, *, weights: str = "gaussian",
+                         bandwidth: float | None = None) -> tuple[sp.csr_matrix, float]:
+    """The symmetric k-NN graph of :func:`knn_graph` from precomputed neighbours (self excluded)."""
+    n, k = ind.shape
     rows = np.repeat(np.arange(n), k)
     D = sp.csr_matrix((dist.ravel(), (rows, ind.ravel())), shape=(n, n))
     D = D.maximum(D.T).tocsr()  # union; distances are symmetric so max keeps the value

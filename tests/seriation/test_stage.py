@@ -7,7 +7,11 @@ import pytest
 import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
 
-from numtk.seriation import make_curve, order_agreement, stage
+import reference.seriation as reference
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from numtk.seriation import _seriation_ext, make_curve, order_agreement, stage
 from numtk.seriation._stage import _integrate, _local_pca
 
 
@@ -88,10 +92,10 @@ def test_invariances():
 
 def test_local_pca_against_svd():
     rng = np.random.default_rng(7)
-    for d, kp in [(3, 10), (20, 8)]:  # covariance path (kp >= d) and Gram path (kp < d)
+    for d, kp in [(3, 10), (20, 8)]:  # covariance operator (kp > d) and Gram operator (kp <= d)
         X = rng.standard_normal((50, d)) * np.linspace(3, 1, d)
         nbrs = np.array([rng.choice(50, kp, replace=False) for _ in range(50)])
-        t, r = _local_pca(X, nbrs)
+        t, r = _local_pca(X, nbrs, tol=0.0)
         for i in range(50):
             Y = X[nbrs[i]] - X[nbrs[i]].mean(axis=0)
             _, sv, Vt = np.linalg.svd(Y)
@@ -99,6 +103,41 @@ def test_local_pca_against_svd():
             assert_allclose(r[i], sv[1] ** 2 / sv[0] ** 2, rtol=1e-8)
         first = np.argmax(t != 0, axis=1)
         assert np.all(t[np.arange(50), first] > 0)
+
+
+@settings(max_examples=60)
+@given(st.data())
+def test_local_pca_kernel_against_numpy_reference(data):
+    # Exact mode (tol=0: the whole Krylov space) against batched numpy.linalg.eigh, over shapes, both
+    # index dtypes, neighbourhoods with repeated rows and with a point's own row, and threads.
+    n = data.draw(st.integers(1, 40))
+    d = data.draw(st.integers(1, 12))
+    k = data.draw(st.integers(1, 15))
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) * rng.uniform(0.1, 3, d)
+    nb = rng.integers(0, n, (n, k)).astype(data.draw(st.sampled_from([np.int32, np.int64])))
+    threads = data.draw(st.sampled_from([1, 2]))
+    t, r, _ = _seriation_ext.local_pca(X, nb, threads, 64, 0.0)
+    ref_t, ref_r = reference.local_pca(X, nb)
+    Y = X[nb] - X[nb].mean(axis=1, keepdims=True)
+    sv = np.linalg.svd(Y, compute_uv=False)  # (n, min(k, d))
+    top = sv[:, 0] ** 2
+    second = sv[:, 1] ** 2 if sv.shape[1] > 1 else np.zeros(n)
+    gap_ok = (top > 1e-20) & (top - second > 1e-6 * top)  # the top direction is well defined
+    assert_allclose(np.abs(np.sum(t * ref_t, axis=1))[gap_ok], 1.0, rtol=1e-8)
+    assert_allclose(r[top > 1e-20], ref_r[top > 1e-20], rtol=1e-7, atol=1e-10)
+    assert_allclose(np.linalg.norm(t, axis=1)[top > 1e-20], 1.0, rtol=1e-12)
+
+
+def test_local_pca_kernel_refuses_bad_indices():
+    X = np.zeros((3, 2))
+    with pytest.raises(IndexError, match="outside"):
+        _seriation_ext.local_pca(X, np.array([[0, 3], [1, 2], [0, 1]]), 1, 64, 0.0)
+    with pytest.raises(IndexError, match="outside"):
+        _seriation_ext.local_pca(X, np.array([[0, -1], [1, 2], [0, 1]]), 1, 64, 0.0)
+    with pytest.raises(ValueError, match="one row per point"):
+        _seriation_ext.local_pca(X, np.zeros((2, 2), dtype=np.int64), 1, 64, 0.0)
 
 
 def test_one_feature_is_the_centred_coordinate():
