@@ -31,3 +31,15 @@ def test_docstring_examples(name):
 def test_tutorial_examples(page):
     result = doctest.testfile(str(page), module_relative=False, optionflags=FLAGS)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_readme_examples():
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    blocks = "\n".join(re.findall(r"```python\n(.*?)```", text, re.S))
+    test = doctest.DocTestParser().get_doctest(blocks, {}, "README.md", str(ROOT / "README.md"), 0)
+    runner = doctest.DocTestRunner(optionflags=FLAGS)
+    runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0 and result.attempted > 0
