@@ -267,6 +267,12 @@ def main(argv=None):
         help="a call slower than this many seconds is timed once, not repeated (default 120)",
     )
     parser.add_argument("--quick", action="store_true", help="n <= 1e6, 5 repetitions")
+    parser.add_argument(
+        "--seriation",
+        type=parse_sizes,
+        default=None,
+        help="also time numtk.seriation (stage, spectral, recanati) at these sizes, e.g. 1e3,1e4",
+    )
     args = parser.parse_args(argv)
     if args.sizes is None:
         args.sizes = QUICK_SIZES if args.quick else FULL_SIZES
@@ -285,6 +291,10 @@ def main(argv=None):
     check_targets(rows)
     if any(row["scipy_once"] for row in rows):
         print(f"* SciPy timed once: one call took more than {args.max_single:g} s.")
+    if args.seriation:
+        from benchmarks._seriation import compare as compare_seriation
+
+        compare_seriation(args.seriation)
     print(f"total {time.perf_counter() - start:.1f} s")
 
 
