@@ -20,7 +20,7 @@ __all__ = ["stage"]
 
 def _local_pca(X: np.ndarray, neighbors: np.ndarray, threads: int = 1,
                tol: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
-    """Top principal direction of each neighbourhood and the eigenvalue ratio lambda_2 / lambda_1.
+    """Top principal direction of each neighbourhood (a row of indices into X) and lambda_2 / lambda_1.
 
     Compiled Lanczos per neighbourhood (see native/include/numtk/seriation/local_pca.hpp); ``tol`` is the
     relative residual of the top eigenpair (0: run each to the full Krylov space, exact). At the default
@@ -47,22 +47,35 @@ def _neighbourhood_sizes(n: int, k: int, tangent_neighbors) -> list[int]:
         kp *= 2
 
 
+_PROBE = 1000  # points on which the 'auto' rule chooses the neighbourhood size
+
+
 def _tangents(X: np.ndarray, nn, ind: np.ndarray, sizes: list[int], threads: int):
     """Local PCA tangents for the first size whose median eigenvalue ratio is <= 0.5 (else the best).
 
+    The size is chosen on an evenly spaced probe of at most ``_PROBE`` points (the median ratio of a
+    thousand points is a stable estimate), then the tangents of all points are computed once.
     ``ind`` holds precomputed neighbours (self first); larger sizes are queried from ``nn`` as needed.
     """
-    best = None
-    for kp in sizes:
-        if ind.shape[1] < kp:
-            ind = nn.kneighbors(X, n_neighbors=kp, return_distance=False)  # includes the point itself
-        t, r = _local_pca(X, ind[:, :kp], threads)
-        med = float(np.median(r))
-        if best is None or med < best[3]:
-            best = (t, r, kp, med)
+    n = X.shape[0]
+    probe = np.arange(0, n, max(1, n // _PROBE)) if len(sizes) > 1 else None
+    chosen, best = sizes[-1], None
+    for kp in sizes if probe is not None else ():
+        nb = ind[probe, :kp] if ind.shape[1] >= kp else nn.kneighbors(X[probe], n_neighbors=kp,
+                                                                      return_distance=False)
+        med = float(np.median(_local_pca(X, nb, threads)[1]))
+        if best is None or med < best[1]:
+            best = (kp, med)
         if med <= 0.5:
-            return t, r, kp
-    return best[0], best[1], best[2]
+            chosen = kp
+            break
+    else:
+        if best is not None:
+            chosen = best[0]
+    if ind.shape[1] < chosen:
+        ind = nn.kneighbors(X, n_neighbors=chosen, return_distance=False)  # includes the point itself
+    t, r = _local_pca(X, ind[:, :chosen], threads)
+    return t, r, chosen
 
 
 def _synchronise(W: sp.csr_matrix, tangents: np.ndarray, max_iter: int) -> tuple[np.ndarray, float]:

@@ -136,8 +136,12 @@ def test_local_pca_kernel_refuses_bad_indices():
         _seriation_ext.local_pca(X, np.array([[0, 3], [1, 2], [0, 1]]), 1, 64, 0.0)
     with pytest.raises(IndexError, match="outside"):
         _seriation_ext.local_pca(X, np.array([[0, -1], [1, 2], [0, 1]]), 1, 64, 0.0)
-    with pytest.raises(ValueError, match="one row per point"):
-        _seriation_ext.local_pca(X, np.zeros((2, 2), dtype=np.int64), 1, 64, 0.0)
+    with pytest.raises(ValueError, match="2-D"):
+        _seriation_ext.local_pca(X, np.zeros(2, dtype=np.int64), 1, 64, 0.0)
+    # neighbourhoods of a subset of the points: one output row per row of indices
+    t, r, _ = _seriation_ext.local_pca(np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 2.0]]), np.array([[0, 1, 2]]), 1,
+                                       64, 0.0)
+    assert_allclose(t, [[2**-0.5, 2**-0.5]]) and assert_allclose(r, [0.0], atol=1e-15)
 
 
 def test_one_feature_is_the_centred_coordinate():

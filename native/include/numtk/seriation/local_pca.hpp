@@ -144,9 +144,9 @@ inline void apply(const double* Y, std::size_t k, std::size_t d, bool gram, cons
 
 }  // namespace detail
 
-// X: n x d row-major; nb: n x k neighbour indices (row-major). Outputs tangents (n x d, unit, first nonzero
-// coordinate positive) and ratio (n,) = lambda_2 / lambda_1 (1 when lambda_1 = 0). Returns the largest
-// number of Lanczos steps any point used.
+// X: rows of dimension d, row-major; nb: n x k row indices into X (row-major), one neighbourhood per
+// output. Outputs tangents (n x d, unit, first nonzero coordinate positive) and ratio (n,) =
+// lambda_2 / lambda_1 (1 when lambda_1 = 0). Returns the largest number of Lanczos steps any one used.
 template <class I>
 int local_pca(const double* X, std::size_t n, std::size_t d, const I* nb, std::size_t k, double* tangents,
               double* ratio, int threads, int max_steps = 64, double tol = 1e-10) {
