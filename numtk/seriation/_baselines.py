@@ -24,7 +24,6 @@ __all__ = ["spectral_seriation", "recanati_seriation"]
 _AFFINITIES = ("nearest_neighbors", "precomputed")
 _LAPLACIANS = ("normalized", "unnormalized")
 _EIGEN_SOLVERS = ("auto", "dense", "shift-invert", "lobpcg")
-_DISCONNECTED = ("connect", "raise")
 _NORM_ADJACENCY = ("coifman", "none")
 _SCALE_EMBEDDING = ("heuristic", "CTD", "none")
 _DENSE_MAX_N = 2000  # 'auto' eigen solver: dense LAPACK up to this size, shift-invert above
@@ -97,12 +96,13 @@ def _as_similarity(X: Any) -> sp.csr_matrix:
     return W
 
 
-def _check_graph_args(affinity, n_neighbors, weights, bandwidth, disconnected):
+def _check_graph_args(affinity, n_neighbors, weights, bandwidth, allow_disconnected):
     check_option(affinity, "affinity", _AFFINITIES)
     k = check_int(n_neighbors, "n_neighbors", minimum=1)
     check_option(weights, "weights", WEIGHTS)
     h = None if bandwidth is None else check_real(bandwidth, "bandwidth", low=0.0, low_open=True)
-    check_option(disconnected, "disconnected", _DISCONNECTED)
+    if not isinstance(allow_disconnected, (bool, np.bool_)):
+        raise TypeError(f"`allow_disconnected` must be a bool; got {type(allow_disconnected).__name__}")
     return k, h
 
 
@@ -119,9 +119,9 @@ def _build_graph(X, affinity, n_neighbors, weights, bandwidth):
     return P, W, weights, h
 
 
-def _connect(W, points, disconnected, *, what="similarity graph"):
-    """Apply the ``disconnected`` policy; returns (graph, n_components before bridging)."""
-    W, n_comp, _ = connect(W, points, disconnected, what=what)
+def _connect(W, points, allow_disconnected, *, what="similarity graph"):
+    """Join or refuse a disconnected graph; returns (graph, n_components before bridging)."""
+    W, n_comp, _ = connect(W, points, allow_disconnected, what=what)
     return W, n_comp
 
 
@@ -212,7 +212,7 @@ def _trivial(n: int, root: int | None, **extra) -> Result:
 def spectral_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_neighbors: int = 15,
                        weights: str = "binary", bandwidth: float | None = None,
                        laplacian: str = "normalized", eigen_solver: str = "auto",
-                       disconnected: str = "connect", root: int | None = None, rng=None) -> Result:
+                       allow_disconnected: bool = True, root: int | None = None, rng=None) -> Result:
     r"""Order samples by the Fiedler vector of a similarity graph (spectral seriation).
 
     Builds a similarity graph (the symmetric k-nearest-neighbour graph of the rows of `X`, or `X`
@@ -246,10 +246,10 @@ def spectral_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
         algebraic multigrid when pyamg is installed (Jacobi otherwise, which converges slowly on
         long path-like graphs and may warn). ``'auto'`` is ``'dense'`` for ``n_samples <= 2000`` and
         ``'shift-invert'`` above. Plain Lanczos on the smallest eigenvalues is never used.
-    disconnected : {'connect', 'raise'}, optional
-        A disconnected graph has no single Fiedler vector. ``'connect'`` joins the components by the
+    allow_disconnected : bool, optional
+        A disconnected graph has no single Fiedler vector. True (default) joins the components by the
         closest pairs of points along a minimum spanning tree over components (needs points, so not
-        available with ``affinity='precomputed'``); ``'raise'`` raises ValueError.
+        available with ``affinity='precomputed'``); False raises ValueError.
     root : int, optional
         Row index to put at the start of the order (its embedding value made the minimum). By
         default the entry of largest absolute value is made positive.
@@ -291,7 +291,7 @@ def spectral_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
     >>> bool(abs(res.eigenvalues[0]) < 1e-10)
     True
     """
-    k, h = _check_graph_args(affinity, n_neighbors, weights, bandwidth, disconnected)
+    k, h = _check_graph_args(affinity, n_neighbors, weights, bandwidth, allow_disconnected)
     check_option(laplacian, "laplacian", _LAPLACIANS)
     check_option(eigen_solver, "eigen_solver", _EIGEN_SOLVERS)
     rng = normalize_rng(rng)
@@ -305,7 +305,7 @@ def spectral_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
         return _trivial(1, root, eigenvalues=np.zeros(1), graph=sp.csr_matrix((1, 1)), n_components=1)
 
     points, W, weights, h = _build_graph(X, affinity, k, weights, h)
-    W, n_comp = _connect(W, points, disconnected)
+    W, n_comp = _connect(W, points, allow_disconnected)
     if n == 2:
         L, _, _ = _laplacian(W, laplacian)
         vals = scipy.linalg.eigvalsh(L.toarray())
@@ -362,7 +362,7 @@ def _local_line_similarity(Y: np.ndarray, k: int) -> sp.csr_matrix:
 def recanati_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_neighbors: int = 15,
                        n_components: int = 8, k_local: int = 15, norm_adjacency: str = "coifman",
                        laplacian: str = "unnormalized", scale_embedding: str = "heuristic",
-                       disconnected: str = "connect", root: int | None = None, rng=None) -> Result:
+                       allow_disconnected: bool = True, root: int | None = None, rng=None) -> Result:
     r"""Spectral ordering with a multidimensional Laplacian embedding (Recanati et al.).
 
     The Fiedler vector alone is fragile on long, noisy or locally irregular similarities. This
@@ -401,10 +401,10 @@ def recanati_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
         Laplacian of both eigen-steps, as in :func:`spectral_seriation`.
     scale_embedding : {'heuristic', 'CTD', 'none'}, optional
         Column scaling of the embedding.
-    disconnected : {'connect', 'raise'}, optional
+    allow_disconnected : bool, optional
         Policy for a disconnected first similarity, as in :func:`spectral_seriation`. Should the
-        rebuilt similarity S be disconnected, ``'connect'`` bridges its components by the closest
-        pairs of points in the embedding (weight 1) and ``'raise'`` raises.
+        rebuilt similarity S be disconnected, True bridges its components by the closest pairs of
+        points in the embedding and False raises.
     root : int, optional
         Row index to put at the start of the order; by default the entry of largest absolute value
         of the embedding is made positive.
@@ -448,7 +448,7 @@ def recanati_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
     >>> res.spectral_embedding.shape
     (300, 8)
     """
-    k, _ = _check_graph_args(affinity, n_neighbors, "binary", None, disconnected)
+    k, _ = _check_graph_args(affinity, n_neighbors, "binary", None, allow_disconnected)
     m = check_int(n_components, "n_components", minimum=1)
     kl = check_int(k_local, "k_local", minimum=2)
     if norm_adjacency is None:
@@ -471,7 +471,7 @@ def recanati_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
                         n_components=1)
 
     points, W, _, h = _build_graph(X, affinity, k, "binary", None)
-    W, n_comp = _connect(W, points, disconnected)
+    W, n_comp = _connect(W, points, allow_disconnected)
     if n == 2:
         return _trivial(2, root, spectral_embedding=np.zeros((2, 1)), similarity=W.copy(), graph=W,
                         n_components=n_comp)
@@ -491,7 +491,7 @@ def recanati_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
 
     # (3)-(4) New similarity from local line fits in the embedding.
     S = _local_line_similarity(Y, min(kl, n))
-    S, _ = _connect(S, Y, disconnected,
+    S, _ = _connect(S, Y, allow_disconnected,
                     what="rebuilt similarity (from the local line fits)")
 
     # (5) Fiedler vector of the new similarity.

@@ -165,7 +165,7 @@ def recovery_bound(result=None, X=None, *, length, noise, curvature, n_samples=N
     >>> res = recovery_bound(n_samples=1000, length=1.0, noise=0.001, curvature=0.0, n_features=3,
     ...                      n_neighbors=15, tangent_neighbors=45)
     >>> res.valid, round(res.tau_lower, 3), round(res.terms["noise"], 5)
-    (True, 0.632, 0.00226)
+    (True, 0.673, 0.00226)
 
     From a fitted :func:`stage` result (graph quantities computed from its graph):
 

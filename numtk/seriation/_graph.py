@@ -111,9 +111,9 @@ def components(W: sp.csr_matrix) -> tuple[int, np.ndarray]:
     return connected_components(W, directed=False)
 
 
-def connect(W: sp.csr_matrix, points: np.ndarray | None, disconnected: str,
+def connect(W: sp.csr_matrix, points: np.ndarray | None, allow_disconnected: bool,
             what: str = "k-NN graph") -> tuple[sp.csr_matrix, int, np.ndarray]:
-    """Apply the ``disconnected`` policy ('connect' or 'raise').
+    """Join a disconnected graph's components (``allow_disconnected``) or raise.
 
     Returns the (possibly bridged) graph, the number of components before bridging and the component
     label of each node.
@@ -121,12 +121,13 @@ def connect(W: sp.csr_matrix, points: np.ndarray | None, disconnected: str,
     n_comp, labels = components(W)
     if n_comp == 1:
         return W, 1, labels
-    if disconnected == "raise":
+    if not allow_disconnected:
         raise ValueError(f"the {what} has {n_comp} connected components; a global order needs a connected "
-                         "graph: increase `n_neighbors` or pass `disconnected`='connect'")
+                         "graph: increase `n_neighbors`, or pass `allow_disconnected`=True to join the "
+                         "components by their closest points")
     if points is None:
         raise ValueError(f"the {what} has {n_comp} connected components, and with "
                          "affinity='precomputed' there are no coordinates to bridge them "
-                         "(disconnected='connect' needs points); pass a connected similarity")
+                         "(allow_disconnected=True needs points); pass a connected similarity")
     W, _ = bridge_components(points, W, labels, n_comp)
     return W, n_comp, labels

@@ -142,7 +142,7 @@ def _integrate(X: np.ndarray, W: sp.csr_matrix, oriented: np.ndarray) -> tuple[n
 
 
 def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", bandwidth: float | None = None,
-          tangent_neighbors="auto", max_sync_iter: int = 100, disconnected: str = "connect",
+          tangent_neighbors="auto", max_sync_iter: int = 100, allow_disconnected: bool = True,
           root: int | None = None, workers: int = 1) -> Result:
     r"""Order points sampled near an unknown curve by their position along it (STAGE).
 
@@ -174,9 +174,10 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         first whose median eigenvalue ratio :math:`\lambda_2/\lambda_1` is at most 0.5.
     max_sync_iter : int, optional
         Power iterations of the sign synchronisation after the spanning-tree initialisation.
-    disconnected : {'connect', 'raise'}, optional
-        A disconnected graph is joined by the closest pairs between components along a spanning tree
-        ('connect'), or refused ('raise').
+    allow_disconnected : bool, optional
+        True (default): a disconnected graph is joined by the closest pairs of points between its
+        components along a spanning tree, and ``n_components`` reports how many there were. False:
+        a disconnected graph raises ValueError.
     root : int, optional
         A row at the start of the curve: the sign of the embedding puts it on the low side. By default
         the entry of largest magnitude is made positive.
@@ -216,7 +217,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     """
     X = as_points(X)
     check_option(weights, "weights", WEIGHTS)
-    check_option(disconnected, "disconnected", ("connect", "raise"))
+    _check_bool(allow_disconnected, "allow_disconnected")
     max_sync_iter = check_int(max_sync_iter, "max_sync_iter", minimum=0)
     threads = n_threads(workers)
     n, dim = X.shape
@@ -245,7 +246,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     query = min(m, max(k + 1, sizes[min(1, len(sizes) - 1)]))
     dist, ind = nn.kneighbors(U, n_neighbors=query)  # self first: the rows are distinct
     W, _ = graph_from_neighbors(dist[:, 1:k + 1], ind[:, 1:k + 1], weights=weights, bandwidth=bandwidth)
-    W, n_comp, labels = connect(W, U, disconnected)
+    W, n_comp, labels = connect(W, U, allow_disconnected)
     tangents, isotropy, kp = _tangents(U, nn, ind, sizes, threads)
     signs, frustration = _synchronise(W, tangents, max_sync_iter)
     f, residual, _ = _integrate(U, W, signs[:, None] * tangents)
@@ -255,6 +256,12 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
                   signs=signs[inverse], graph=W, inverse=inverse, residual=residual, n_components=int(n_comp),
                   labels=labels[inverse], frustration=frustration, tangent_neighbors=int(kp),
                   isotropy=isotropy[inverse])
+
+
+def _check_bool(value, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"`{name}` must be a bool; got {type(value).__name__}")
+    return bool(value)
 
 
 def _orient(f: np.ndarray, root: int | None) -> np.ndarray:

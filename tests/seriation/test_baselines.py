@@ -187,8 +187,8 @@ def test_disconnected_segments(method):
     res = method(X, n_neighbors=5)
     assert res.n_components == 2
     assert order_tau(res.order, np.argsort(X[:, 0])) >= 0.99  # the bridged graph is one path
-    with pytest.raises(ValueError, match="`disconnected`") as info:
-        method(X, n_neighbors=5, disconnected="raise")
+    with pytest.raises(ValueError, match="`allow_disconnected`") as info:
+        method(X, n_neighbors=5, allow_disconnected=False)
     assert "2 connected components" in str(info.value)
 
 
@@ -196,7 +196,7 @@ def test_disconnected_segments(method):
 def test_disconnected_precomputed(method):
     W = sp.block_diag([robinson(20), robinson(20)]).toarray()
     with pytest.raises(ValueError, match="2 connected components.*disconnected"):
-        method(W, affinity="precomputed", disconnected="raise")
+        method(W, affinity="precomputed", allow_disconnected=False)
     with pytest.raises(ValueError, match="no coordinates to bridge"):
         method(W, affinity="precomputed")
 
@@ -268,7 +268,7 @@ X_OK = np.random.default_rng(0).normal(size=(30, 2))
     ({"affinity": "rbf"}, ValueError, "affinity"),
     ({"n_neighbors": 0}, ValueError, "n_neighbors"),
     ({"n_neighbors": 2.5}, TypeError, "n_neighbors"),
-    ({"disconnected": "components"}, ValueError, "disconnected"),
+    ({"allow_disconnected": "yes"}, TypeError, "allow_disconnected"),
     ({"laplacian": "sym"}, ValueError, "laplacian"),
     ({"root": 30}, ValueError, "root"),
     ({"root": "a"}, TypeError, "root"),

@@ -178,7 +178,7 @@ def test_disconnected_segments():
     assert res.n_components == 2
     assert order_agreement(res.order, X[:, 0]) >= 1 - 1e-12
     with pytest.raises(ValueError, match="2 connected components.*`n_neighbors`.*disconnected"):
-        stage(X, n_neighbors=5, disconnected="raise")
+        stage(X, n_neighbors=5, allow_disconnected=False)
 
 
 def test_bad_input():
@@ -197,7 +197,7 @@ def test_bad_input():
         stage(sp.csr_matrix(X))
     with pytest.raises(ValueError, match="`weights` must be one of"):
         stage(X, weights="cosine")
-    with pytest.raises(ValueError, match="`disconnected` must be one of"):
-        stage(X, disconnected="ignore")
+    with pytest.raises(TypeError, match="`allow_disconnected` must be a bool"):
+        stage(X, allow_disconnected="ignore")
     with pytest.raises(ValueError, match="`root` must be <= 29"):
         stage(X, root=30)
