@@ -11,6 +11,7 @@ import numpy as np
 
 __all__ = [
     "check_option",
+    "check_bool",
     "check_int",
     "check_real",
     "as_1d_numeric",
@@ -31,6 +32,13 @@ def check_option(value: Any, name: str, options: Iterable[str]) -> str:
         listed = ", ".join(repr(o) for o in options)
         raise ValueError(f"`{name}` must be one of {listed}; got {value!r}")
     return value
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """``value`` must be a bool (Python or NumPy); returns a Python bool."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"`{name}` must be a bool; got {type(value).__name__}")
+    return bool(value)
 
 
 def check_int(value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:

@@ -4,9 +4,8 @@ Seriation (:mod:`numtk.seriation`)
 
 .. currentmodule:: numtk.seriation
 
-Ordering points sampled near an unknown curve by their position along it. Work in progress: STAGE
-runs on NumPy/SciPy/scikit-learn for now (the compiled kernels, the remaining baselines and the
-recovery bound are still to come).
+Ordering points sampled near an unknown curve by their position along it. Work in progress: STAGE's
+local PCA is compiled; its sign synchronisation and Laplacian solve still run on SciPy.
 
 Methods
 -------
@@ -17,6 +16,17 @@ Methods
    stage                -- STAGE: tangent synchronisation and a Laplacian solve.
    spectral_seriation   -- Fiedler-vector ordering of a similarity graph (Atkins et al.).
    recanati_seriation   -- spectral ordering with a multidimensional embedding (Recanati et al.).
+   ltsa_seriation       -- 1-D local tangent space alignment (scikit-learn).
+   tsne_seriation       -- 1-D t-SNE (scikit-learn).
+   umap_seriation       -- 1-D UMAP (optional: umap-learn).
+
+Guarantees
+----------
+
+.. autosummary::
+   :toctree: generated/
+
+   recovery_bound       -- a finite-sample lower bound on the expected Kendall agreement (derived here).
 
 Data and scores
 ---------------
@@ -30,7 +40,10 @@ Data and scores
 
 from numtk.seriation._agreement import order_agreement
 from numtk.seriation._baselines import recanati_seriation, spectral_seriation
+from numtk.seriation._bound import recovery_bound
+from numtk.seriation._manifold import ltsa_seriation, tsne_seriation, umap_seriation
 from numtk.seriation._curves import make_curve
 from numtk.seriation._stage import stage
 
-__all__ = ["stage", "spectral_seriation", "recanati_seriation", "make_curve", "order_agreement"]
+__all__ = ["stage", "spectral_seriation", "recanati_seriation", "ltsa_seriation", "tsne_seriation",
+           "umap_seriation", "recovery_bound", "make_curve", "order_agreement"]

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from numtk._lib import Result, normalize_rng
-from numtk._lib._validation import as_array, check_finite, check_int, check_option, check_real
+from numtk._lib._validation import as_array, check_bool, check_finite, check_int, check_option, check_real
 from numtk.seriation._graph import WEIGHTS, as_points, connect, knn_graph
 
 __all__ = ["spectral_seriation", "recanati_seriation"]
@@ -101,8 +101,7 @@ def _check_graph_args(affinity, n_neighbors, weights, bandwidth, allow_disconnec
     k = check_int(n_neighbors, "n_neighbors", minimum=1)
     check_option(weights, "weights", WEIGHTS)
     h = None if bandwidth is None else check_real(bandwidth, "bandwidth", low=0.0, low_open=True)
-    if not isinstance(allow_disconnected, (bool, np.bool_)):
-        raise TypeError(f"`allow_disconnected` must be a bool; got {type(allow_disconnected).__name__}")
+    check_bool(allow_disconnected, "allow_disconnected")
     return k, h
 
 

@@ -161,7 +161,7 @@ def recovery_bound(result=None, X=None, *, length, noise, curvature, n_samples=N
     --------
     A unit segment in 3-D, 1000 points, noise 0.001, k = 15 and 45-point tangent neighbourhoods:
 
-    >>> from numtk.seriation._bound import recovery_bound
+    >>> from numtk.seriation import recovery_bound
     >>> res = recovery_bound(n_samples=1000, length=1.0, noise=0.001, curvature=0.0, n_features=3,
     ...                      n_neighbors=15, tangent_neighbors=45)
     >>> res.valid, round(res.tau_lower, 3), round(res.terms["noise"], 5)

@@ -111,7 +111,7 @@ def ltsa_seriation(X: ArrayLike, *, n_neighbors: int = 15, eigen_solver: str = "
     Points along a helix, in random row order: the order follows the curve up to reversal.
 
     >>> from numtk.seriation import make_curve, order_agreement
-    >>> from numtk.seriation._manifold import ltsa_seriation
+    >>> from numtk.seriation import ltsa_seriation
     >>> X, t = make_curve("helix", 400, 3, rng=0)
     >>> res = ltsa_seriation(X, n_neighbors=10)
     >>> bool(order_agreement(res.order, t) > 0.99)
@@ -219,7 +219,7 @@ def tsne_seriation(X: ArrayLike, *, perplexity: float = 30.0, init: str | ArrayL
     Points along a noiseless segment, in random row order:
 
     >>> from numtk.seriation import make_curve, order_agreement
-    >>> from numtk.seriation._manifold import tsne_seriation
+    >>> from numtk.seriation import tsne_seriation
     >>> X, t = make_curve("line", 200, 3, rng=0)
     >>> res = tsne_seriation(X, perplexity=20, rng=0)
     >>> bool(order_agreement(res.order, t) > 0.9)
@@ -322,7 +322,7 @@ def umap_seriation(X: ArrayLike, *, n_neighbors: int = 15, min_dist: float = 0.1
     Examples
     --------
     >>> from numtk.seriation import make_curve, order_agreement
-    >>> from numtk.seriation._manifold import umap_seriation
+    >>> from numtk.seriation import umap_seriation
     >>> X, t = make_curve("line", 300, 3, rng=0)
     >>> res = umap_seriation(X, rng=0)  # doctest: +SKIP
     >>> res.embedding.shape  # doctest: +SKIP

@@ -13,7 +13,7 @@ from numpy.typing import ArrayLike
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 from numtk._lib import Result, n_threads
-from numtk._lib._validation import check_int, check_option
+from numtk._lib._validation import check_bool, check_int, check_option
 from numtk.seriation._graph import WEIGHTS, as_points, components, connect, graph_from_neighbors
 
 __all__ = ["stage"]
@@ -217,7 +217,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     """
     X = as_points(X)
     check_option(weights, "weights", WEIGHTS)
-    _check_bool(allow_disconnected, "allow_disconnected")
+    check_bool(allow_disconnected, "allow_disconnected")
     max_sync_iter = check_int(max_sync_iter, "max_sync_iter", minimum=0)
     threads = n_threads(workers)
     n, dim = X.shape
@@ -256,12 +256,6 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
                   signs=signs[inverse], graph=W, inverse=inverse, residual=residual, n_components=int(n_comp),
                   labels=labels[inverse], frustration=frustration, tangent_neighbors=int(kp),
                   isotropy=isotropy[inverse])
-
-
-def _check_bool(value, name: str) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"`{name}` must be a bool; got {type(value).__name__}")
-    return bool(value)
 
 
 def _orient(f: np.ndarray, root: int | None) -> np.ndarray:

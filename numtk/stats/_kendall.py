@@ -13,6 +13,7 @@ from numtk._lib import SignificanceResult, n_threads
 from numtk._lib._validation import (
     NAN_POLICIES,
     as_1d_numeric,
+    check_bool,
     check_option,
     check_real,
     check_same_length,
@@ -359,8 +360,7 @@ def kendall_distance(a: ArrayLike, b: ArrayLike, *, normalize: bool = False, pen
     >>> kendall_distance([1, 2, 3], [1, 3, 2], normalize=True)
     0.3333333333333333
     """
-    if not isinstance(normalize, (bool, np.bool_)):
-        raise TypeError(f"`normalize` must be a bool; got {type(normalize).__name__}")
+    normalize = check_bool(normalize, "normalize")
     penalty = check_real(penalty, "penalty", low=0.0, high=1.0)
     check_option(nan_policy, "nan_policy", NAN_POLICIES)
     threads = n_threads(workers)
