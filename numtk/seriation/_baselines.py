@@ -118,6 +118,11 @@ def _build_graph(X, affinity, n_neighbors, weights, bandwidth):
     return P, W, weights, h
 
 
+def _check_input(X, affinity):
+    """Validate X as points or, with affinity='precomputed', as a similarity matrix."""
+    return _as_similarity(X) if affinity == "precomputed" else as_points(X)
+
+
 def _connect(W, points, allow_disconnected, *, what="similarity graph"):
     """Join or refuse a disconnected graph; returns (graph, n_components before bridging)."""
     W, n_comp, _ = connect(W, points, allow_disconnected, what=what)
@@ -297,10 +302,7 @@ def spectral_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
     n = _n_samples(X)
     root = _check_root(root, max(n, 1))
     if n == 1:
-        if affinity == "precomputed":
-            _as_similarity(X)
-        else:
-            as_points(X)
+        _check_input(X, affinity)
         return _trivial(1, root, eigenvalues=np.zeros(1), graph=sp.csr_matrix((1, 1)), n_components=1)
 
     points, W, weights, h = _build_graph(X, affinity, k, weights, h)
@@ -461,10 +463,7 @@ def recanati_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
     n = _n_samples(X)
     root = _check_root(root, max(n, 1))
     if n == 1:
-        if affinity == "precomputed":
-            _as_similarity(X)
-        else:
-            as_points(X)
+        _check_input(X, affinity)
         empty = sp.csr_matrix((1, 1))
         return _trivial(1, root, spectral_embedding=np.zeros((1, 0)), similarity=empty, graph=empty,
                         n_components=1)
