@@ -95,12 +95,18 @@ def _synchronise(W: sp.csr_matrix, tangents: np.ndarray, max_iter: int) -> tuple
         nodes = np.flatnonzero(labels == comp)
         start = nodes[np.argmax(degree[nodes])]
         order, pred = breadth_first_order(tree, start, directed=False, return_predecessors=True)
+        # z_child = z_parent * sign(c_parent,child): the sign of a node is the product of the signs on
+        # its path to the start, computed by pointer doubling (log of the tree depth vectorised steps).
         child = order[1:]
-        step = np.where(np.asarray(H[pred[child], child]).ravel() >= 0, 1.0, -1.0).tolist()
-        zl = z.tolist()
-        for v, p, s_ in zip(child.tolist(), pred[child].tolist(), step):  # parents precede children
-            zl[v] = zl[p] * s_
-        z = np.asarray(zl)
+        acc = np.ones(n)
+        acc[child] = np.where(np.asarray(H[pred[child], child]).ravel() >= 0, 1.0, -1.0)
+        anc = np.arange(n)
+        anc[child] = pred[child]
+        for _ in range(64):
+            if np.all(anc[order] == start):
+                break
+            acc, anc = acc * acc[anc], anc[anc]
+        z[order] = acc[order]
     for _ in range(max_iter):
         h = H @ z
         new = np.where(h > 0, 1.0, np.where(h < 0, -1.0, z))

@@ -33,3 +33,23 @@ def local_pca(X, neighbors, chunk=2048):
     flip = tangents[np.arange(n), first] < 0
     tangents[flip] *= -1
     return tangents, ratio
+
+
+def tree_signs(W, tangents):
+    """Sign propagation along the maximum-weight spanning tree of w |c|, node by node in BFS order."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
+
+    n = W.shape[0]
+    Wc = W.tocoo()
+    c = np.einsum("ed,ed->e", tangents[Wc.row], tangents[Wc.col])
+    H = sp.csr_matrix((Wc.data * c, (Wc.row, Wc.col)), shape=(n, n))
+    cost = sp.csr_matrix((3.0 - Wc.data * np.abs(c), (Wc.row, Wc.col)), shape=(n, n))
+    tree = minimum_spanning_tree(cost)
+    tree = (tree + tree.T).tocsr()
+    start = int(np.argmax(np.diff(W.indptr)))
+    order, pred = breadth_first_order(tree, start, directed=False, return_predecessors=True)
+    z = np.ones(n)
+    for v in order[1:]:
+        z[v] = z[pred[v]] * (1.0 if H[pred[v], v] >= 0 else -1.0)
+    return z.astype(np.int8)
