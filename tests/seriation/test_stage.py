@@ -215,12 +215,3 @@ def test_tree_sign_propagation_against_a_node_by_node_reference():
     T /= np.linalg.norm(T, axis=1, keepdims=True)
     z, _ = _synchronise(W, T, 0)
     assert_array_equal(z, reference.tree_signs(W, T))
-    # power iterations never lower the synchronisation objective
-    z2, _ = _synchronise(W, T, 100)
-    Wc = W.tocoo()
-    c = np.einsum("ed,ed->e", T[Wc.row], T[Wc.col])
-
-    def objective(s):
-        return float(np.sum(Wc.data * c * s[Wc.row] * s[Wc.col]))
-
-    assert objective(z2.astype(float)) >= objective(z.astype(float))
