@@ -7,30 +7,49 @@ is a grounded sparse LU solve.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
-from numtk._lib import Result, n_threads
+from numtk._lib import MapWrapper, Result, n_threads
 from numtk._lib._validation import check_bool, check_int, check_option
 from numtk.seriation._graph import WEIGHTS, as_points, components, connect, graph_from_neighbors
 
 __all__ = ["stage"]
 
-def _local_pca(X: np.ndarray, neighbors: np.ndarray, threads: int = 1,
+_CHUNK_ROWS = 4096  # neighbourhoods per task when a map-like `workers` carries the local PCA
+
+
+def _pca_task(X: np.ndarray, neighbors: np.ndarray, tol: float):
+    """One chunk of local PCA (module level, so process pools and Dask can pickle it)."""
+    from numtk.seriation import _seriation_ext
+
+    return _seriation_ext.local_pca(X, neighbors, 1, 64, tol)[:2]
+
+
+def _local_pca(X: np.ndarray, neighbors: np.ndarray, threads=1,
                tol: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
     """Top principal direction of each neighbourhood (a row of indices into X) and lambda_2 / lambda_1.
 
     Compiled Lanczos per neighbourhood (see native/include/numtk/seriation/local_pca.hpp); ``tol`` is the
     relative residual of the top eigenpair (0: run each to the full Krylov space, exact). At the default
     1e-6 the tangents agree with the exact ones to ~1e-12 on curve data, and the ratio (from the Krylov
-    space, a lower bound) to about 1%: it only steers the 'auto' neighbourhood size.
+    space, a lower bound) to about 1%: it only steers the 'auto' neighbourhood size. ``threads`` is a
+    thread count for the kernel or a map-like callable that runs chunks of neighbourhoods as tasks.
     """
     from numtk.seriation import _seriation_ext
 
-    tangents, ratio, _ = _seriation_ext.local_pca(np.ascontiguousarray(X), np.ascontiguousarray(neighbors),
-                                                  threads, 64, tol)
+    X = np.ascontiguousarray(X)
+    neighbors = np.ascontiguousarray(neighbors)
+    if callable(threads):
+        chunks = [neighbors[lo:lo + _CHUNK_ROWS] for lo in range(0, neighbors.shape[0], _CHUNK_ROWS)]
+        with MapWrapper(threads) as mapper:
+            parts = list(mapper(functools.partial(_pca_task, X, tol=tol), chunks))
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    tangents, ratio, _ = _seriation_ext.local_pca(X, neighbors, threads, 64, tol)
     return tangents, ratio
 
 
@@ -187,8 +206,10 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     root : int, optional
         A row at the start of the curve: the sign of the embedding puts it on the low side. By default
         the entry of largest magnitude is made positive.
-    workers : int, optional
-        Parallel jobs of the neighbour searches (-1: all cores).
+    workers : int or map-like callable, optional
+        An int: threads of the local PCA and jobs of the neighbour search (-1: all cores). A map-like
+        callable (``Pool.map``, a wrapped ``dask.distributed`` client map, ...): runs the local PCA as
+        tasks of 4096 neighbourhoods each; the result does not depend on it.
 
     Returns
     -------
@@ -225,7 +246,9 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     check_option(weights, "weights", WEIGHTS)
     check_bool(allow_disconnected, "allow_disconnected")
     max_sync_iter = check_int(max_sync_iter, "max_sync_iter", minimum=0)
-    threads = n_threads(workers)
+    # an int runs native threads (and scikit-learn's n_jobs); a map-like callable carries the local PCA
+    threads = workers if callable(workers) else n_threads(workers)
+    n_jobs = 1 if callable(workers) else threads
     n, dim = X.shape
     U, first, inverse = np.unique(X, axis=0, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
@@ -248,7 +271,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     from sklearn.neighbors import NearestNeighbors
 
     sizes = _neighbourhood_sizes(m, k, tangent_neighbors)
-    nn = NearestNeighbors(n_jobs=None if threads == 1 else threads).fit(U)
+    nn = NearestNeighbors(n_jobs=None if n_jobs == 1 else n_jobs).fit(U)
     query = min(m, max(k + 1, sizes[min(1, len(sizes) - 1)]))
     dist, ind = nn.kneighbors(U, n_neighbors=query)  # self first: the rows are distinct
     W, _ = graph_from_neighbors(dist[:, 1:k + 1], ind[:, 1:k + 1], weights=weights, bandwidth=bandwidth)

@@ -215,3 +215,27 @@ def test_tree_sign_propagation_against_a_node_by_node_reference():
     T /= np.linalg.norm(T, axis=1, keepdims=True)
     z, _ = _synchronise(W, T, 0)
     assert_array_equal(z, reference.tree_signs(W, T))
+
+
+def test_map_like_workers_give_the_serial_result():
+    # The local PCA runs as chunks of neighbourhoods on a process pool and on a dask LocalCluster.
+    import multiprocessing
+
+    import numtk.seriation._stage as stage_module
+
+    X, t = make_curve("helix", 1200, 8, noise=0.02, rng=14)
+    ref = stage(X, n_neighbors=10)
+    old = stage_module._CHUNK_ROWS
+    stage_module._CHUNK_ROWS = 500  # several tasks even at this size
+    try:
+        with multiprocessing.get_context("forkserver").Pool(2) as pool:
+            res = stage(X, n_neighbors=10, workers=pool.map)
+        assert_array_equal(res.order, ref.order)
+        assert_allclose(res.embedding, ref.embedding, rtol=0, atol=1e-12)
+        distributed = pytest.importorskip("distributed")  # a test extra: installed in CI
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                      dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+            res = stage(X, n_neighbors=10, workers=lambda f, items: client.gather(client.map(f, list(items))))
+        assert_array_equal(res.order, ref.order)
+    finally:
+        stage_module._CHUNK_ROWS = old
