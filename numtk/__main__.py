@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import inspect
 import sys
 from typing import Callable
 
@@ -74,16 +75,20 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="run one demonstration")
     demo.add_argument("name", choices=sorted(DEMOS))
     demo.add_argument("--full", action="store_true", help="larger problems (slower)")
+    demo.add_argument("--plot", metavar="FILE", help="save the demonstration's figure (needs matplotlib)")
     args = parser.parse_args(argv)
 
     if args.command == "info":
         print(info_text())
         return 0
     names = sorted(DEMOS) if args.command == "tour" else [args.name]
+    plot = getattr(args, "plot", None)
+    if plot and "plot" not in inspect.signature(_load(args.name)).parameters:
+        parser.error(f"demo {args.name!r} has no figure")
     rows: list[dict] = []
     for name in names:
         print(f"== {name}")
-        rows.extend(_load(name)(quick=not args.full))
+        rows.extend(_load(name)(quick=not args.full, **({"plot": plot} if plot else {})))
     print()
     print(format_table(rows))
     return 0
