@@ -2,8 +2,6 @@
 
 import time
 
-import numpy as np
-
 #: Curves of the seriation benchmarks: (kind, noise) in d = 100.
 CURVES = {"helix": ("helix", 0.05), "random_fourier": ("random_fourier", 0.02)}
 DIM = 100

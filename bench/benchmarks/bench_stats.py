@@ -6,7 +6,6 @@ throughput for k <= 8; <= 48 bytes per element of extra memory. ``bench/compare.
 the ratios in one run; these classes track them over commits.
 """
 
-import numpy as np
 import scipy.stats
 
 import numtk.stats

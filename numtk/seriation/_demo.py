@@ -13,8 +13,6 @@ def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]
     Returns one table row per (data, method): |Kendall tau| with the true order and the time. With
     ``plot``, saves a figure of recovered against true positions to that file (needs matplotlib).
     """
-    import numpy as np
-
     from numtk.datasets import load_krumsiek11
     from numtk.seriation import make_curve, order_agreement, recanati_seriation, spectral_seriation, stage
 
