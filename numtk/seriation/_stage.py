@@ -15,7 +15,7 @@ from numpy.typing import ArrayLike
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 from numtk._lib import MapWrapper, Result, n_threads
-from numtk._lib._validation import check_bool, check_int, check_option
+from numtk._lib._validation import as_array, check_bool, check_int, check_option
 from numtk.seriation._graph import WEIGHTS, as_points, components, connect, graph_from_neighbors
 
 __all__ = ["stage"]
@@ -168,7 +168,7 @@ def _integrate(X: np.ndarray, W: sp.csr_matrix, oriented: np.ndarray) -> tuple[n
 
 def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", bandwidth: float | None = None,
           tangent_neighbors="auto", max_sync_iter: int = 100, allow_disconnected: bool = True,
-          root: int | None = None, workers: int = 1) -> Result:
+          root: int | None = None, neighbors=None, workers: int = 1) -> Result:
     r"""Order points sampled near an unknown curve by their position along it (STAGE).
 
     STAGE estimates a tangent direction at every point by local PCA, fixes the signs of all tangents
@@ -206,6 +206,11 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     root : int, optional
         A row at the start of the curve: the sign of the embedding puts it on the low side. By default
         the entry of largest magnitude is made positive.
+    neighbors : tuple of two arrays, optional
+        Precomputed neighbours ``(distances, indices)``, each of shape (n_samples, q), each row sorted by
+        distance with the point itself first, as ``NearestNeighbors(n_neighbors=q).fit(X).kneighbors(X)``
+        returns them (an approximate search works too, for data too large for an exact one). Needs
+        ``q > n_neighbors`` and distinct rows of X; local PCA neighbourhoods are capped at q.
     workers : int or map-like callable, optional
         An int: threads of the local PCA and jobs of the neighbour search (-1: all cores). A map-like
         callable (``Pool.map``, a wrapped ``dask.distributed`` client map, ...): runs the local PCA as
@@ -267,13 +272,20 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         return _small_or_line(X, U, inverse, root)
     if k > m - 1:
         raise ValueError(f"`n_neighbors` must be at most the number of distinct samples - 1 = {m - 1}; got {k}")
-    # One neighbour query serves the graph (k) and the first two local-PCA sizes.
-    from sklearn.neighbors import NearestNeighbors
-
     sizes = _neighbourhood_sizes(m, k, tangent_neighbors)
-    nn = NearestNeighbors(n_jobs=None if n_jobs == 1 else n_jobs).fit(U)
-    query = min(m, max(k + 1, sizes[min(1, len(sizes) - 1)]))
-    dist, ind = nn.kneighbors(U, n_neighbors=query)  # self first: the rows are distinct
+    if neighbors is not None:
+        if m != n:
+            raise ValueError("`neighbors` needs distinct rows of `X`; X has duplicate rows")
+        dist, ind = _check_neighbors(neighbors, n, k)
+        nn = None
+        sizes = sorted({min(size, ind.shape[1]) for size in sizes})
+    else:
+        # One neighbour query serves the graph (k) and the first two local-PCA sizes.
+        from sklearn.neighbors import NearestNeighbors
+
+        nn = NearestNeighbors(n_jobs=None if n_jobs == 1 else n_jobs).fit(U)
+        query = min(m, max(k + 1, sizes[min(1, len(sizes) - 1)]))
+        dist, ind = nn.kneighbors(U, n_neighbors=query)  # self first: the rows are distinct
     W, _ = graph_from_neighbors(dist[:, 1:k + 1], ind[:, 1:k + 1], weights=weights, bandwidth=bandwidth)
     W, n_comp, labels = connect(W, U, allow_disconnected)
     tangents, isotropy, kp = _tangents(U, nn, ind, sizes, threads)
@@ -285,6 +297,27 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
                   signs=signs[inverse], graph=W, inverse=inverse, residual=residual, n_components=int(n_comp),
                   labels=labels[inverse], frustration=frustration, tangent_neighbors=int(kp),
                   isotropy=isotropy[inverse])
+
+
+def _check_neighbors(neighbors, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Validate precomputed ``(distances, indices)`` neighbours (self first, sorted by distance)."""
+    if not isinstance(neighbors, (tuple, list)) or len(neighbors) != 2:
+        raise TypeError("`neighbors` must be a pair (distances, indices) as returned by kneighbors")
+    dist = np.asarray(neighbors[0], dtype=np.float64)
+    ind = as_array(neighbors[1], "neighbors[1]", ndim=2, kinds="iu")
+    if dist.shape != ind.shape or dist.ndim != 2 or dist.shape[0] != n:
+        raise ValueError(f"`neighbors` must hold two arrays of shape (n_samples, q) = ({n}, q); got "
+                         f"{dist.shape} and {ind.shape}")
+    if ind.shape[1] < k + 1:
+        raise ValueError(f"`neighbors` must hold more than n_neighbors = {k} neighbours per point (the "
+                         f"point itself first); got q = {ind.shape[1]}")
+    if ind.min() < 0 or ind.max() >= n:
+        raise ValueError(f"`neighbors` indices must lie in [0, {n})")
+    if not np.array_equal(ind[:, 0], np.arange(n)):
+        raise ValueError("`neighbors` must list each point itself first, as kneighbors(X) does")
+    if not np.all(np.isfinite(dist)) or dist.min() < 0 or np.any(np.diff(dist, axis=1) < 0):
+        raise ValueError("`neighbors` distances must be finite, non-negative and sorted in each row")
+    return dist, ind.astype(np.int64, copy=False)
 
 
 def _orient(f: np.ndarray, root: int | None) -> np.ndarray:

@@ -239,3 +239,30 @@ def test_map_like_workers_give_the_serial_result():
         assert_array_equal(res.order, ref.order)
     finally:
         stage_module._CHUNK_ROWS = old
+
+
+def test_precomputed_neighbors():
+    from sklearn.neighbors import NearestNeighbors
+
+    X, t = make_curve("helix", 900, 12, noise=0.02, rng=15)
+    ref = stage(X, n_neighbors=10)
+    dist, ind = NearestNeighbors(n_neighbors=200).fit(X).kneighbors(X)
+    res = stage(X, n_neighbors=10, neighbors=(dist, ind))
+    assert res.tangent_neighbors == ref.tangent_neighbors
+    assert_array_equal(res.order, ref.order)
+    assert_allclose(res.embedding, ref.embedding, rtol=0, atol=1e-12 * np.abs(ref.embedding).max())
+    # fewer precomputed neighbours cap the local PCA size
+    capped = stage(X, n_neighbors=10, neighbors=(dist[:, :20], ind[:, :20]))
+    assert capped.tangent_neighbors == 20 and order_agreement(capped.order, t) >= 0.99
+    with pytest.raises(ValueError, match="more than n_neighbors = 10"):
+        stage(X, n_neighbors=10, neighbors=(dist[:, :10], ind[:, :10]))
+    with pytest.raises(ValueError, match="itself first"):
+        stage(X, n_neighbors=10, neighbors=(dist[:, 1:], ind[:, 1:]))
+    with pytest.raises(ValueError, match=r"shape \(n_samples, q\)"):
+        stage(X, n_neighbors=10, neighbors=(dist[:5], ind[:5]))
+    with pytest.raises(TypeError, match="pair"):
+        stage(X, n_neighbors=10, neighbors=ind)
+    with pytest.raises(ValueError, match="distinct rows"):
+        Xd = np.vstack([X, X[:1]])
+        d2, i2 = NearestNeighbors(n_neighbors=30).fit(Xd).kneighbors(Xd)
+        stage(Xd, n_neighbors=10, neighbors=(d2, i2))
