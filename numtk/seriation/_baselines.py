@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike
 
 from numtk._lib import Result, normalize_rng
 from numtk._lib._validation import as_array, check_bool, check_finite, check_int, check_option, check_real
-from numtk.seriation._graph import WEIGHTS, as_points, connect, knn_graph
+from numtk.seriation._graph import WEIGHTS, as_points, connect, knn_graph, orient
 
 __all__ = ["spectral_seriation", "recanati_seriation"]
 
@@ -184,15 +184,6 @@ def _smallest_eigenpairs(L: sp.csr_matrix, k: int, solver: str, rng: np.random.G
     return vals[idx], vecs[:, idx]
 
 
-def _orient(f: np.ndarray, root: int | None) -> np.ndarray:
-    """Global sign: ``root`` at the minimum end if given, else the entry of largest |f| positive."""
-    if root is not None:
-        flip = (f[root] - f.min()) > (f.max() - f[root])
-    else:
-        flip = f[int(np.argmax(np.abs(f)))] < 0
-    return -f if flip else f
-
-
 def _fiedler(W, laplacian, eigen_solver, rng):
     """(embedding, the two smallest eigenvalues) of a connected similarity graph with n >= 2."""
     L, rowscale, scale = _laplacian(W, laplacian)
@@ -312,7 +303,7 @@ def spectral_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
         vals = scipy.linalg.eigvalsh(L.toarray())
         return _trivial(2, root, eigenvalues=vals, graph=W, n_components=n_comp)
     f, vals = _fiedler(W, laplacian, eigen_solver, rng)
-    f = _orient(f, root)
+    f = orient(f, root)
     return Result(order=np.argsort(f, kind="stable").astype(np.int64), embedding=f, eigenvalues=vals,
                   graph=W, n_components=n_comp)
 
@@ -495,6 +486,6 @@ def recanati_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
     # (5) Fiedler vector of the new similarity.
     B = _coifman(S) if norm_adjacency == "coifman" else S
     f, _ = _fiedler(B, laplacian, "auto", rng)
-    f = _orient(f, root)
+    f = orient(f, root)
     return Result(order=np.argsort(f, kind="stable").astype(np.int64), embedding=f,
                   spectral_embedding=Y, similarity=S, graph=W, n_components=n_comp)

@@ -8,7 +8,7 @@ from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
 from numtk._lib._validation import as_array, check_finite, check_int, check_option, check_real
 
-__all__ = ["as_points", "knn_graph", "graph_from_neighbors", "bridge_components", "components", "connect",
+__all__ = ["as_points", "knn_graph", "graph_from_neighbors", "bridge_components", "components", "connect", "orient",
            "WEIGHTS"]
 
 WEIGHTS = ("gaussian", "binary")
@@ -104,6 +104,18 @@ def bridge_components(X: np.ndarray, W: sp.csr_matrix, labels: np.ndarray,
     extra = sp.csr_matrix((np.r_[w, w], (np.r_[edges[:, 0], edges[:, 1]], np.r_[edges[:, 1], edges[:, 0]])),
                           shape=(n, n))
     return (W + extra).tocsr(), edges
+
+
+def orient(f: np.ndarray, root: int | None) -> np.ndarray:
+    """The global sign of an embedding: ``root`` nearer the low end if given, else the entry of
+    largest magnitude positive (scikit-learn's deterministic sign rule)."""
+    if f.size == 0:
+        return f
+    if root is not None:
+        flip = (f[root] - f.min()) > (f.max() - f[root])
+    else:
+        flip = f[int(np.argmax(np.abs(f)))] < 0
+    return -f if flip else f
 
 
 def components(W: sp.csr_matrix) -> tuple[int, np.ndarray]:

@@ -18,7 +18,8 @@ from numpy.typing import ArrayLike
 
 from numtk._lib import Result, normalize_rng
 from numtk._lib._validation import as_array, check_int, check_option, check_real
-from numtk.seriation._baselines import _check_root, _n_samples, _orient, _trivial
+from numtk.seriation._baselines import _check_root, _n_samples, _trivial
+from numtk.seriation._graph import orient
 from numtk.seriation._graph import as_points
 
 __all__ = ["ltsa_seriation", "tsne_seriation", "umap_seriation"]
@@ -35,7 +36,7 @@ def _seed(rng: np.random.Generator) -> int:
 
 
 def _finish(f: np.ndarray, root: int | None, **extra) -> Result:
-    f = _orient(np.ascontiguousarray(f, dtype=np.float64), root)
+    f = orient(np.ascontiguousarray(f, dtype=np.float64), root)
     return Result(order=np.argsort(f, kind="stable").astype(np.int64), embedding=f, **extra)
 
 

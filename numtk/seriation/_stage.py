@@ -16,7 +16,7 @@ from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 from numtk._lib import MapWrapper, Result, n_threads
 from numtk._lib._validation import as_array, check_bool, check_int, check_option
-from numtk.seriation._graph import WEIGHTS, as_points, components, connect, graph_from_neighbors
+from numtk.seriation._graph import WEIGHTS, as_points, components, connect, graph_from_neighbors, orient
 
 __all__ = ["stage"]
 
@@ -204,8 +204,8 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         components along a spanning tree, and ``n_components`` reports how many there were. False:
         a disconnected graph raises ValueError.
     root : int, optional
-        A row at the start of the curve: the sign of the embedding puts it on the low side. By default
-        the entry of largest magnitude is made positive.
+        A row at the start of the curve: the sign of the embedding puts it nearer the low end. By
+        default the entry of largest magnitude is made positive.
     neighbors : tuple of two arrays, optional
         Precomputed neighbours ``(distances, indices)``, each of shape (n_samples, q), each row sorted by
         distance with the point itself first, as ``NearestNeighbors(n_neighbors=q).fit(X).kneighbors(X)``
@@ -291,7 +291,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     tangents, isotropy, kp = _tangents(U, nn, ind, sizes, threads)
     signs, frustration = _synchronise(W, tangents, max_sync_iter)
     f, residual, _ = _integrate(U, W, signs[:, None] * tangents)
-    f = _orient(f, None if root is None else inverse[root])
+    f = orient(f, None if root is None else inverse[root])
     embedding = f[inverse]
     return Result(order=np.argsort(embedding, kind="stable"), embedding=embedding, tangents=tangents[inverse],
                   signs=signs[inverse], graph=W, inverse=inverse, residual=residual, n_components=int(n_comp),
@@ -320,13 +320,6 @@ def _check_neighbors(neighbors, n: int, k: int) -> tuple[np.ndarray, np.ndarray]
     return dist, ind.astype(np.int64, copy=False)
 
 
-def _orient(f: np.ndarray, root: int | None) -> np.ndarray:
-    if root is not None:  # the root goes to the low end (f has mean zero: flip if it sits above it)
-        return -f if f[root] > 0 else f
-    i = int(np.argmax(np.abs(f))) if f.size else 0
-    return -f if f.size and f[i] < 0 else f
-
-
 def _small_or_line(X, U, inverse, root) -> Result:
     """n_distinct <= 2 or d = 1: the embedding is exact without the graph machinery."""
     m, dim = U.shape
@@ -342,7 +335,7 @@ def _small_or_line(X, U, inverse, root) -> Result:
         t = (U[1] - U[0]) / (2 * half)
         tangents = np.vstack([t, t])
     if m != 2 or root is not None:  # two points keep their row order: [-h, +h]
-        f = _orient(f, None if root is None else inverse[root])
+        f = orient(f, None if root is None else inverse[root])
     embedding = f[inverse]
     n = X.shape[0]
     return Result(order=np.argsort(embedding, kind="stable"), embedding=embedding, tangents=tangents[inverse],
