@@ -7,6 +7,7 @@ imports no optional dependency.
 =========================  ==========================================================
 ``numtk.stats``            Kendall's tau (a SciPy drop-in), Kendall distance, bounds
 ``numtk.seriation``        STAGE ordering of point clouds along curves (in progress)
+``numtk.counterfactual``   group counterfactual maps for linear classifiers
 ``numtk.datasets``         small shipped datasets with their licences
 =========================  ==========================================================
 """
@@ -18,7 +19,7 @@ import sys
 from typing import Any
 
 # Areas that exist (later areas add themselves here as they land).
-submodules = ["stats", "seriation", "datasets"]
+submodules = ["stats", "seriation", "counterfactual", "datasets"]
 
 __all__ = submodules + ["__version__", "show_config"]
 

