@@ -5,6 +5,7 @@ Usage::
     python bench/compare.py                        # n = 1e3 .. 1e7, continuous and ties data
     python bench/compare.py --quick                # n = 1e3 .. 1e6, 5 repetitions (< 1 minute)
     python bench/compare.py --sizes 1e6 --data continuous,ties,heavy_ties --repeat 9
+    python bench/compare.py --kernels none --counterfactual   # group maps vs cvxpy and DAQP only
 
 For every kernel, data kind and size it prints the median time of numtk with ``workers=1``
 and ``workers=-1`` and of the SciPy anchor, the ratios anchor/numtk (> 1: numtk faster), and
@@ -76,6 +77,8 @@ def parse_sizes(text):
 
 def parse_list(choices):
     def parse(text):
+        if text.strip() == "none":  # e.g. --kernels none: only the area comparisons
+            return ()
         items = tuple(s.strip() for s in text.split(",") if s.strip())
         bad = [s for s in items if s not in choices]
         if bad or not items:
@@ -273,6 +276,11 @@ def main(argv=None):
         default=None,
         help="also time numtk.seriation (stage, spectral, recanati) at these sizes, e.g. 1e3,1e4",
     )
+    parser.add_argument(
+        "--counterfactual",
+        action="store_true",
+        help="also time numtk.counterfactual group maps against cvxpy (Clarabel/OSQP/SCS) and DAQP",
+    )
     args = parser.parse_args(argv)
     if args.sizes is None:
         args.sizes = QUICK_SIZES if args.quick else FULL_SIZES
@@ -295,6 +303,11 @@ def main(argv=None):
         from benchmarks._seriation import compare as compare_seriation
 
         compare_seriation(args.seriation)
+    if args.counterfactual:
+        from benchmarks._counterfactual import CASES, QUICK_CASES
+        from benchmarks._counterfactual import compare as compare_counterfactual
+
+        compare_counterfactual(QUICK_CASES if args.quick else CASES)
     print(f"total {time.perf_counter() - start:.1f} s")
 
 

@@ -19,6 +19,13 @@ import numpy as np
 TAU = math.log(4.0)
 
 
+#: (family, n, d, K) cases of ``bench/compare.py --counterfactual`` (spec targets at n = 1e4, d = 100).
+CASES = (("translation", 10_000, 100, 1.0), ("diagonal", 200, 20, 2.0), ("diagonal", 2_000, 50, 2.0),
+         ("diagonal", 10_000, 100, 1.01), ("diagonal", 10_000, 100, 1.5), ("diagonal", 10_000, 100, 2.0),
+         ("diagonal", 10_000, 100, 5.0))
+QUICK_CASES = (("translation", 10_000, 100, 1.0), ("diagonal", 200, 20, 2.0), ("diagonal", 2_000, 50, 2.0))
+
+
 def make_group(n, d, seed=20261129):
     """A Gaussian group with anisotropic features and a linear score that rejects every member."""
     rng = np.random.default_rng(seed)

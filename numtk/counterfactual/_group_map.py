@@ -234,8 +234,44 @@ class GroupCounterfactualMap(Estimator):
         -------
         self
         """
-        family = check_option(self.family, "family", FAMILIES)
         K = check_real(self.distortion, "distortion", low=1.0)
+        g, family, solver, tol, names, target = self._prepare(X, classifier, sample_weight)
+        return self._fit_group(g, family, solver, tol, names, target, K, None)
+
+    def fit_path(self, X: Any, classifier: Any, distortions: Any, sample_weight: Any = None) -> list:
+        """Fit one map per distortion bound K in ``distortions``, sharing the work between them.
+
+        The group's statistics are computed once and, for the SDP families ('psd', 'gaussian_ot'),
+        the cvxpy problem is compiled once with K as a parameter (DPP) and re-solved for each K,
+        which is several times faster than fresh fits over the paper's K grid.
+
+        Returns
+        -------
+        list of GroupCounterfactualMap
+            Fitted copies of this estimator, one per K, in the order given (``distortion`` set to K).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from numtk.counterfactual import GroupCounterfactualMap
+        >>> rng = np.random.default_rng(0)
+        >>> X, w = rng.normal(size=(30, 3)), np.array([1.0, -2.0, 0.5])
+        >>> maps = GroupCounterfactualMap("diagonal").fit_path(X, (w, -4.0), [1.0, 1.5, 3.0])
+        >>> costs = [m.cost_ for m in maps]
+        >>> bool(costs[0] >= costs[1] >= costs[2])
+        True
+        """
+        Ks = [check_real(K, "distortions", low=1.0) for K in np.atleast_1d(np.asarray(distortions, dtype=object))]
+        g, family, solver, tol, names, target = self._prepare(X, classifier, sample_weight)
+        cache: dict = {}
+        out = []
+        for K in Ks:
+            est = type(self)(**{**self.get_params(), "distortion": K})
+            out.append(est._fit_group(g, family, solver, tol, names, target, K, cache))
+        return out
+
+    def _prepare(self, X: Any, classifier: Any, sample_weight: Any):
+        family = check_option(self.family, "family", FAMILIES)
         tol = check_real(self.tol, "tol", low=0.0)
         w, b, target = linear_score(classifier, self.target)
         names = _feature_names(X)
@@ -267,8 +303,12 @@ class GroupCounterfactualMap(Estimator):
                                  "SDP (use 'CLARABEL', 'SCS' or 'MOSEK')")
             solver = "CLARABEL" if solver is None else solver.upper()
 
-        g = _Group(X, weights, w, b, tau, mutable, bounds)
-        self.threshold_, self.w_, self.b_, self.target_ = tau, w, b, target
+        return _Group(X, weights, w, b, tau, mutable, bounds), family, solver, tol, names, target
+
+    def _fit_group(self, g: "_Group", family: str, solver: str, tol: float, names, target, K: float,
+                   cache: dict | None) -> "GroupCounterfactualMap":
+        X, d, bounds = g.X, g.d, g.bounds
+        self.threshold_, self.w_, self.b_, self.target_ = g.tau, g.w, g.b, target
         self.n_features_in_ = d
         if names is not None:
             self.feature_names_in_ = np.asarray(names, dtype=object)
@@ -294,7 +334,7 @@ class GroupCounterfactualMap(Estimator):
             elif family in ("diagonal", "scale", "gaussian_commuting"):
                 A, c, info = _fit_diagonal(g, family, K, solver, self, tol)
             else:
-                A, c, info = _fit_sdp(g, family, K, solver, self)
+                A, c, info = _fit_sdp(g, family, K, solver, self, cache)
             c, shifted = _polish(g, A, c, _POLISH_NATIVE if solver == "native" else _POLISH_CONIC)
             if shifted and info["status"] == "optimal":
                 info["status"] = "optimal_inaccurate"
@@ -574,59 +614,28 @@ def _reduced_qp_cvxpy(Xf, scale, centre, tail, m, E, e, h, zlo, zhi, solver, opt
     return np.asarray(z.value, dtype=np.float64), active, dual[active], iters or 0, status
 
 
-def _fit_sdp(g: _Group, family: str, K: float, solver: str, est: GroupCounterfactualMap):
-    """psd and gaussian_ot: the SDP over symmetric U on the mutable block (spec: reduced form)."""
+def _fit_sdp(g: _Group, family: str, K: float, solver: str, est: GroupCounterfactualMap,
+             cache: dict | None = None):
+    """psd and gaussian_ot: the SDP over symmetric U on the mutable block (spec: reduced form).
+
+    The box (1/K - 1) I <= U <= (K - 1) I enters through two cvxpy Parameters, so that a ``cache``
+    shared over several K (``fit_path``) compiles the problem once (DPP) and only re-solves it.
+    """
+    if cache is not None and "sdp" in cache:
+        built = cache["sdp"]
+    else:
+        built = _build_sdp(g, family, est)
+        if cache is not None:
+            cache["sdp"] = built
     cp = _cvxpy()
-    d, Mi = g.d, g.Mi
-    k = Mi.size
-    Xm = g.centred(Mi)
-    wM = g.w[Mi]
-    if family == "psd":
-        if g.n < k:
-            R = np.sqrt(g.p)[:, None] * Xm
-            trC = float(np.sum(R * R))
-        else:
-            C = (Xm * g.p[:, None]).T @ Xm
-            lam, V = np.linalg.eigh(C)
-            R = np.sqrt(np.maximum(lam, 0.0))[:, None] * V.T
-            trC = float(np.trace(C))
-        mass = g.n_w
-    else:
-        Sigma = _gaussian_covariance(g, est.covariance_ddof, est.covariance_ridge)[np.ix_(Mi, Mi)]
-        lam, V = np.linalg.eigh(Sigma)
-        R = np.sqrt(np.maximum(lam, 0.0))[:, None] * V.T
-        trC = float(np.trace(Sigma))
-        mass = 1.0
-    eps_tb = 1e-8 * (trC / k if trC > 0 else 1.0)
-    U = cp.Variable((k, k), symmetric=True)
-    I = np.eye(k)
-    cons = []
-    if g.bounds is None:
-        beta = cp.Variable()
-        cons.append(Xm @ (U @ wM) + beta >= g.m)
-        delta_cost = mass * cp.square(beta) / g.nw2
-    else:
-        dl = cp.Variable(k)
-        cons.append(Xm @ (U @ wM) + wM @ dl >= g.m)
-        delta_cost = mass * cp.sum_squares(dl)
-        lo, hi = g.bounds
-        XM = g.X[:, Mi]
-        T = XM + Xm @ U + np.ones((g.n, 1)) @ cp.reshape(dl, (1, k), order="C")
-        lo_f, hi_f = np.isfinite(lo[Mi]), np.isfinite(hi[Mi])
-        if g.n * (lo_f.sum() + hi_f.sum()) > 10**6:
-            warnings.warn("`bounds` add more than a million constraint rows to the SDP", NumtkWarning,
-                          stacklevel=3)
-        if lo_f.any():
-            cons.append(T[:, np.flatnonzero(lo_f)] >= np.broadcast_to(lo[Mi][lo_f], (g.n, lo_f.sum())))
-        if hi_f.any():
-            cons.append(T[:, np.flatnonzero(hi_f)] <= np.broadcast_to(hi[Mi][hi_f], (g.n, hi_f.sum())))
-    cons += [U - (1.0 / K - 1.0) * I >> 0, (K - 1.0) * I - U >> 0]
-    obj = cp.sum_squares(R @ U) + delta_cost + eps_tb * cp.sum_squares(U)
-    prob = cp.Problem(cp.Minimize(obj), cons)
+    prob, U, tail_var, cons, klo, khi = built
+    klo.value, khi.value = 1.0 / K - 1.0, K - 1.0
     status = _cvx_solve(prob, solver, est.solver_options)
     if status == "infeasible":
         _raise_infeasible(g, family)
-    Uv = np.asarray(U.value, dtype=np.float64)
+    d, Mi = g.d, g.Mi
+    Up, V = U
+    Uv = V @ np.asarray(Up.value, dtype=np.float64) @ V.T
     Uv = (Uv + Uv.T) / 2
     # Clip the eigenvalues into the box: interior-point solutions sit a hair outside the LMI bounds.
     ev, V = np.linalg.eigh(Uv)
@@ -635,15 +644,69 @@ def _fit_sdp(g: _Group, family: str, K: float, solver: str, est: GroupCounterfac
     Ufull[np.ix_(Mi, Mi)] = Uv
     delta = np.zeros(d)
     if g.bounds is None:
-        delta = float(beta.value) * g.wM / g.nw2
+        delta = float(tail_var.value) * g.wM / g.nw2
     else:
-        delta[Mi] = np.asarray(dl.value, dtype=np.float64)
+        delta[Mi] = np.asarray(tail_var.value, dtype=np.float64)
     dual = np.asarray(cons[0].dual_value, dtype=np.float64).reshape(-1)
     active = np.flatnonzero(dual > 1e-7 * max(dual.max(initial=0.0), 1e-300))
     iters = prob.solver_stats.num_iters if prob.solver_stats is not None else 0
+    del cp
     A = np.eye(d) + Ufull
     c = delta - Ufull @ g.xbar
     return A, c, dict(status=status, n_iter=iters or 0, active=active, dual=dual[active])
+
+
+def _build_sdp(g: _Group, family: str, est: GroupCounterfactualMap):
+    """The SDP in the eigenbasis V of C (or of the covariance): U = V U' V^T.
+
+    Rotating by V keeps the LMIs (same eigenvalues) and turns |R U|_F^2 into the separable
+    sum_ij lam_i U'_ij^2, which gives the interior-point solver a much sparser KKT system than the
+    dense R U product.
+    """
+    cp = _cvxpy()
+    Mi = g.Mi
+    k = Mi.size
+    Xm = g.centred(Mi)
+    wM = g.w[Mi]
+    if family == "psd":
+        C = (Xm * g.p[:, None]).T @ Xm
+        mass = g.n_w
+    else:
+        C = _gaussian_covariance(g, est.covariance_ddof, est.covariance_ridge)[np.ix_(Mi, Mi)]
+        mass = 1.0
+    lam, V = np.linalg.eigh(C)
+    lam = np.maximum(lam, 0.0)
+    trC = float(lam.sum())
+    eps_tb = 1e-8 * (trC / k if trC > 0 else 1.0)   # minimum-norm tie-break on the null space of C
+    weights = np.sqrt(lam + eps_tb)[:, None] * np.ones((1, k))
+    Up = cp.Variable((k, k), symmetric=True)
+    Y = Xm @ V                                       # the group in the eigenbasis
+    omega = V.T @ wM
+    I = np.eye(k)
+    cons = []
+    if g.bounds is None:
+        beta = cp.Variable()
+        cons.append(Y @ (Up @ omega) + beta >= g.m)
+        delta_cost = mass * cp.square(beta) / g.nw2
+    else:
+        dl = cp.Variable(k)
+        cons.append(Y @ (Up @ omega) + wM @ dl >= g.m)
+        delta_cost = mass * cp.sum_squares(dl)
+        lo, hi = g.bounds
+        T = g.X[:, Mi] + (Y @ Up) @ V.T + np.ones((g.n, 1)) @ cp.reshape(dl, (1, k), order="C")
+        lo_f, hi_f = np.isfinite(lo[Mi]), np.isfinite(hi[Mi])
+        if g.n * (lo_f.sum() + hi_f.sum()) > 10**6:
+            warnings.warn("`bounds` add more than a million constraint rows to the SDP", NumtkWarning,
+                          stacklevel=3)
+        if lo_f.any():
+            cons.append(T[:, np.flatnonzero(lo_f)] >= np.broadcast_to(lo[Mi][lo_f], (g.n, lo_f.sum())))
+        if hi_f.any():
+            cons.append(T[:, np.flatnonzero(hi_f)] <= np.broadcast_to(hi[Mi][hi_f], (g.n, hi_f.sum())))
+    klo, khi = cp.Parameter(), cp.Parameter()
+    cons += [Up - klo * I >> 0, khi * I - Up >> 0]
+    obj = cp.sum_squares(cp.multiply(weights, Up)) + delta_cost
+    prob = cp.Problem(cp.Minimize(obj), cons)
+    return prob, (Up, V), (beta if g.bounds is None else dl), cons, klo, khi
 
 
 def _transport_cost(g: _Group, A: np.ndarray, c: np.ndarray, a: np.ndarray | None) -> float:

@@ -390,3 +390,39 @@ def test_infeasible_recourse():
     with pytest.raises(InfeasibleRecourseError, match="wider"):
         fit("translation", X2, np.array([0.0, 1.0]), 0.0, bounds=(-1.0, 3.0))
     assert issubclass(InfeasibleRecourseError, ValueError)
+
+
+@pytest.mark.parametrize("family", ["diagonal", "psd"])
+def test_fit_path_equals_separate_fits(family):
+    if family == "psd":
+        pytest.importorskip("cvxpy")
+    X, w, b = make_problem(25, 4, 24)
+    Ks = [1.0, 1.3, 2.0, 5.0]
+    opts = dict(solver_options=TIGHT) if family == "psd" else {}
+    path = GroupCounterfactualMap(family, **opts).fit_path(X, (w, b), Ks)
+    assert [m.distortion for m in path] == Ks
+    for K, m in zip(Ks, path):
+        ref = fit(family, X, w, b, distortion=K, **opts)
+        assert m.cost_ == pytest.approx(ref.cost_, rel=1e-6, abs=1e-9)
+        np.testing.assert_allclose(m.A_, ref.A_, atol=1e-5)
+        assert np.all(scores(m, X) >= TAU)
+    with pytest.raises(ValueError, match="distortions"):
+        GroupCounterfactualMap(family).fit_path(X, (w, b), [2.0, 0.5])
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (1, 1), (7, 5), (300, 40)])
+def test_group_statistics_kernels(shape):
+    from numtk.counterfactual._counterfactual_ext import scores as cscores, weighted_moments
+
+    rng = np.random.default_rng(shape[0])
+    X = rng.normal(size=(shape[0], 2 * shape[1]))[:, ::2]      # non-contiguous
+    v = rng.normal(size=shape[1])
+    np.testing.assert_allclose(cscores(X, v, 0.5), X @ v + 0.5, rtol=1e-12, atol=1e-12)
+    p = rng.uniform(0.1, 2.0, shape[0])
+    mean, scatter = weighted_moments(X, p)
+    if shape[0]:
+        ref_mean = p @ X / p.sum()
+        np.testing.assert_allclose(mean, ref_mean, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(scatter, p @ (X - ref_mean) ** 2, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="length"):
+        cscores(X, np.ones(shape[1] + 1), 0.0)
