@@ -14,6 +14,7 @@ from typing import Callable
 DEMOS: dict[str, str] = {
     "kendall": "numtk.stats._demo:run",
     "stage": "numtk.seriation._demo:run",
+    "counterfactual": "numtk.counterfactual._demo:run",
 }
 
 _COLUMNS = ("area", "method", "n", "result", "vs anchor", "speed")

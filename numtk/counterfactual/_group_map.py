@@ -106,7 +106,8 @@ class GroupCounterfactualMap(Estimator):
     solver_options : dict, optional
         Passed to ``cvxpy.Problem.solve``.
     covariance_ddof, covariance_ridge : int, float
-        The Gaussian families' covariance ``C / (n - ddof) + ridge * I`` (paper defaults 1, 1e-6).
+        The Gaussian families' covariance ``C / (n - ddof) + ridge * I`` (paper defaults 1, 1e-6);
+        a group with total weight ``n <= ddof`` (a single member) uses ``C / n`` (zero).
     tol : float, default 1e-12
         Feasibility tolerance of the native solver, relative to the largest margin deficit.
     max_iter : int, optional
@@ -146,15 +147,17 @@ class GroupCounterfactualMap(Estimator):
 
     See Also
     --------
-    numtk.counterfactual.wachter_counterfactuals : the per-point optimum (a lower bound on cost_).
+    numtk.counterfactual.wachter_counterfactuals : the per-point optimum (a lower bound on ``cost_``).
     numtk.counterfactual.distortion_ratios : the empirical distance ratios of any counterfactual set.
 
     Notes
     -----
-    Writing T(x) = x + U (x - xbar) + delta, with xbar the group's (weighted) mean and
-    C = sum_i p_i (x_i - xbar)(x_i - xbar)^T, the cost is tr(U C U^T) + n_w |delta|^2 and the validity
-    rows read (x_i - xbar)^T U^T w + w^T delta >= tau - s(x_i). Without bounds only beta = w^T delta
-    matters, so delta = beta w / |w|^2. The diagonal family is then the QP
+    Writing :math:`T(x) = x + U (x - \bar x) + \delta`, with :math:`\bar x` the group's (weighted) mean
+    and :math:`C = \sum_i p_i (x_i - \bar x)(x_i - \bar x)^T`, the cost is
+    :math:`\operatorname{tr}(U C U^T) + n_w \lVert\delta\rVert^2` and the validity rows read
+    :math:`(x_i - \bar x)^T U^T w + w^T \delta \ge \tau - s(x_i)`. Without bounds only
+    :math:`\beta = w^T \delta` matters, so :math:`\delta = \beta w / \lVert w\rVert^2`. The diagonal
+    family is then the QP
 
     .. math:: \min_{u, \beta} \sum_k C_{kk} u_k^2 + n_w \beta^2 / \lVert w\rVert^2 \quad
               \text{s.t.}\ \sum_k w_k (x_{ik} - \bar x_k) u_k + \beta \ge m_i,\ 1/K - 1 \le u_k \le K - 1,
@@ -416,11 +419,11 @@ def _weights(sample_weight: Any, n: int) -> np.ndarray:
 def _gaussian_covariance(g: _Group, ddof: Any, ridge: Any) -> np.ndarray:
     ridge = check_real(ridge, "covariance_ridge", low=0.0)
     ddof = check_real(ddof, "covariance_ddof", low=0.0)
-    if g.n_w - ddof <= 0:
-        raise ValueError(f"the Gaussian families need a total member weight above covariance_ddof={ddof}; "
-                         f"got {g.n_w}")
+    # A group too small for the ddof correction (one member, ddof = 1) has no spread to estimate:
+    # its scatter is zero, so the covariance is the ridge alone (and the map is Wachter's translation).
+    denom = g.n_w - ddof if g.n_w - ddof > 0 else g.n_w
     Xt = g.X - g.xbar
-    return (Xt * g.p[:, None]).T @ Xt / (g.n_w - ddof) + ridge * np.eye(g.d)
+    return (Xt * g.p[:, None]).T @ Xt / denom + ridge * np.eye(g.d)
 
 
 def _infeasible_rows(g: _Group) -> np.ndarray:
@@ -665,19 +668,29 @@ def _build_sdp(g: _Group, family: str, est: GroupCounterfactualMap):
     """
     cp = _cvxpy()
     Mi = g.Mi
-    k = Mi.size
     Xm = g.centred(Mi)
     wM = g.w[Mi]
+    B = None
+    if g.bounds is None and g.n + 1 < Mi.size:
+        # Without bounds, compressing U to S = span{x_i - xbar, w} keeps validity (it sees U only
+        # through (x_i - xbar)^T U w), keeps the eigenvalue box (0 lies in it), and cannot raise
+        # the cost: an exact reduction from d_M to at most n + 1 dimensions.
+        _, sv, Vt = np.linalg.svd(np.vstack([Xm, wM]), full_matrices=False)
+        B = Vt[: int(np.sum(sv > 1e-12 * sv[0]))].T if sv.size and sv[0] > 0 else np.zeros((Mi.size, 0))
+        Xm, wM = Xm @ B, B.T @ wM
+    k = Xm.shape[1]
     if family == "psd":
         C = (Xm * g.p[:, None]).T @ Xm
         mass = g.n_w
     else:
         C = _gaussian_covariance(g, est.covariance_ddof, est.covariance_ridge)[np.ix_(Mi, Mi)]
+        if B is not None:
+            C = B.T @ C @ B
         mass = 1.0
     lam, V = np.linalg.eigh(C)
     lam = np.maximum(lam, 0.0)
     trC = float(lam.sum())
-    eps_tb = 1e-8 * (trC / k if trC > 0 else 1.0)   # minimum-norm tie-break on the null space of C
+    eps_tb = 1e-8 * (trC / max(k, 1) if trC > 0 else 1.0)   # minimum-norm tie-break on the null space of C
     weights = np.sqrt(lam + eps_tb)[:, None] * np.ones((1, k))
     Up = cp.Variable((k, k), symmetric=True)
     Y = Xm @ V                                       # the group in the eigenbasis
@@ -706,6 +719,8 @@ def _build_sdp(g: _Group, family: str, est: GroupCounterfactualMap):
     cons += [Up - klo * I >> 0, khi * I - Up >> 0]
     obj = cp.sum_squares(cp.multiply(weights, Up)) + delta_cost
     prob = cp.Problem(cp.Minimize(obj), cons)
+    if B is not None:
+        V = B @ V                                    # back to the mutable coordinates
     return prob, (Up, V), (beta if g.bounds is None else dl), cons, klo, khi
 
 
@@ -733,7 +748,10 @@ def _polish(g: _Group, A: np.ndarray, c: np.ndarray, rel_tol: float):
     order (``transform`` then the score, other batch sizes where BLAS rounds differently) keeps them valid.
     """
     s = g._scores(g.X, A.T @ g.w, float(g.w @ c + g.b))
-    guard = 16 * np.finfo(float).eps * max(1.0, abs(g.tau), float(np.abs(s).max()))
+    # Rounding of a score evaluated in another order is bounded by ~ d eps sum_k |w_k T_k(x)| + |b|:
+    # bound max |T_k(x_i)| by max |x| * (max row sum of |A|) + max |c|.
+    tmax = max(abs(float(g.X.max(initial=0.0))), abs(float(g.X.min(initial=0.0)))) * float(np.abs(A).sum(1).max()) + float(np.abs(c).max())
+    guard = 4 * (g.d + 1) * np.finfo(float).eps * (float(np.abs(g.w).sum()) * tmax + abs(g.b) + abs(g.tau) + 1.0)
     short = g.tau + guard - float(s.min())
     if short <= 0:
         return c, False

@@ -100,15 +100,19 @@ def test_diagonal_immutable_bounds_weights_match_cvxpy(seed):
     assert m2.cost_ == pytest.approx(m.cost_, rel=1e-6)
 
 
-def test_psd_matches_unreduced_cvxpy():
+@pytest.mark.parametrize("n,d", [(25, 4), (5, 8), (2, 6)])
+def test_psd_matches_unreduced_cvxpy(n, d):
+    """n + 1 < d exercises the exact compression of U to span{x_i - xbar, w}."""
     pytest.importorskip("cvxpy")
-    X, w, b = make_problem(25, 4, 7)
+    X, w, b = make_problem(n, d, 7)
     for K in (1.3, 3.0):
         m = fit("psd", X, w, b, distortion=K, solver_options=TIGHT)
         ref, status = unreduced_affine(X, w, b, TAU, "psd", K)
         assert status == "optimal"
-        assert m.cost_ == pytest.approx(ref, rel=1e-5)
+        assert m.cost_ == pytest.approx(ref, rel=1e-5, abs=1e-8)
         assert m.problem_class_ == "SDP"
+        sv = np.linalg.svd(m.A_, compute_uv=False)
+        assert 1 / K - 1e-7 <= sv.min() and sv.max() <= K + 1e-7
         assert np.all(scores(m, X) >= TAU)
 
 
@@ -285,8 +289,11 @@ def test_gaussian_ot_against_psd_and_pot():
 def test_one_member_is_wachter_and_valid_group_is_identity():
     X, w, b = make_problem(1, 4, 18)
     wachter = X[0] + (TAU - (X[0] @ w + b)) * w / (w @ w)
-    for family in ("translation", "diagonal", "scale"):
+    for family in ("translation", "diagonal", "scale", "gaussian_commuting"):
         np.testing.assert_allclose(fit(family, X, w, b).transform(X)[0], wachter, atol=1e-10)
+    if pytest.importorskip("cvxpy"):
+        for family in ("psd", "gaussian_ot"):
+            np.testing.assert_allclose(fit(family, X, w, b).transform(X)[0], wachter, atol=1e-6)
     Xv, wv, bv = make_problem(10, 3, 19)
     m = fit("diagonal", Xv, wv, bv + 100.0)
     assert m.status_ == "trivial" and m.cost_ == 0.0
@@ -426,3 +433,23 @@ def test_group_statistics_kernels(shape):
         np.testing.assert_allclose(scatter, p @ (X - ref_mean) ** 2, rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="length"):
         cscores(X, np.ones(shape[1] + 1), 0.0)
+
+
+def test_validity_polish_survives_reevaluation():
+    """Regression: a member on the active constraint must stay valid however its score is evaluated."""
+    pytest.importorskip("sklearn")
+    from sklearn.datasets import load_breast_cancer
+
+    from numtk.counterfactual import make_groups
+    from numtk.counterfactual._demo import _logistic, protocol_split
+
+    X, y = load_breast_cancer(return_X_y=True)
+    Xg, yg, Xt, yt = protocol_split(X, y)
+    clf = _logistic(Xt, yt)
+    for members in make_groups(Xg, yg, n_clusters=10, rng=0, labels=[0]).groups:
+        for K in (1.5, 5.0):
+            m = GroupCounterfactualMap("diagonal", K).fit(Xg[members], clf)
+            assert m.predict_valid(Xg[members]).all()
+            for i in members:
+                assert m.predict_valid(Xg[[i]]).all()
+            assert np.all(clf.decision_function(m.transform(Xg[members])) >= m.threshold_)
