@@ -19,6 +19,16 @@ Group maps
    GroupCounterfactualMap -- one affine map (translation, diagonal, psd, gaussian_ot) for a group.
    InfeasibleRecourseError -- no counterfactual within ``immutable`` and ``bounds``.
 
+Per-point baselines
+-------------------
+
+.. autosummary::
+   :toctree: generated/
+
+   wachter_counterfactuals             -- the per-point optimum: projection onto the target half-space.
+   lipschitz_counterfactuals           -- per-point counterfactuals with Lipschitz pair bounds (SOCP).
+   distance_preserving_counterfactuals -- two-sided pair bounds (non-convex QCQP): local solve and gap.
+
 Metrics and groups
 ------------------
 
@@ -31,7 +41,9 @@ Metrics and groups
    make_groups       -- groups of members by clustering each class, as in the paper's protocol.
 """
 
+from numtk.counterfactual._baselines import lipschitz_counterfactuals, wachter_counterfactuals
 from numtk.counterfactual._common import InfeasibleRecourseError
+from numtk.counterfactual._distance_preserving import distance_preserving_counterfactuals
 from numtk.counterfactual._group_map import GroupCounterfactualMap
 from numtk.counterfactual._groups import make_groups
 from numtk.counterfactual._metrics import distortion_ratios, transport_cost, validity
@@ -39,6 +51,9 @@ from numtk.counterfactual._metrics import distortion_ratios, transport_cost, val
 __all__ = [
     "GroupCounterfactualMap",
     "InfeasibleRecourseError",
+    "wachter_counterfactuals",
+    "lipschitz_counterfactuals",
+    "distance_preserving_counterfactuals",
     "validity",
     "transport_cost",
     "distortion_ratios",

@@ -78,6 +78,8 @@ def _setup(X: Any, w: Any, b: Any, *, confidence: Any, margin: Any, target: Any,
     hi = np.full(d, np.inf)
     if ob is not None:
         lo, hi = ob
+        if np.any(np.isposinf(lo)) or np.any(np.isneginf(hi)):
+            raise ValueError("`bounds` must not have a lower bound of +inf or an upper bound of -inf")
         imm = ~mask
         if imm.any():
             bad = (X[:, imm] < lo[imm]) | (X[:, imm] > hi[imm])
@@ -93,38 +95,58 @@ def _setup(X: Any, w: Any, b: Any, *, confidence: Any, margin: Any, target: Any,
                            m=tau - s)
 
 
-def _polish_validity(Xcf: np.ndarray, P: SimpleNamespace, rows: np.ndarray | None = None) -> None:
-    """Raise the scores of rows that miss ``tau`` by rounding, in place, along ``w`` (mutable, with room).
+def _score_margin(X: np.ndarray, P: SimpleNamespace) -> np.ndarray:
+    """A bound on the rounding error of ``w @ x + b - tau`` in any order of summation, per row.
 
-    A row whose score is below ``tau`` by a solver tolerance or a few units in the last place is moved
-    by ``t * v``, ``v`` the part of ``w`` on mutable coordinates that can still move toward higher
-    score within the bounds, with a step that covers the deficit plus a few ulps of the score; then it
-    is clipped to the bounds. Rows that cannot be repaired keep their (slightly short) score.
+    ``2 (d + 2) eps (|b| + |tau| + |w| |x|)``: the classical ``gamma_(d+2)`` bound with
+    ``sum_k |w_k x_k| <= |w| |x|`` (Cauchy-Schwarz, one pass without temporaries) and a factor 2.
+    """
+    grow = 2.0 * (P.w.size + 2) * np.finfo(np.float64).eps
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    return grow * (abs(P.b) + abs(P.tau) + float(np.linalg.norm(P.w)) * norms)
+
+
+def _polish_validity(Xcf: np.ndarray, P: SimpleNamespace) -> np.ndarray:
+    """Lift, in place, moved rows whose score is within rounding of ``tau`` (or below it).
+
+    Solvers aim at ``tau + delta_i`` (``delta_i`` from :func:`_score_margin`), so that
+    ``w @ x + b >= tau`` holds however the score is evaluated (BLAS kernels of different shapes round
+    differently). A moved row whose score is below ``tau + delta_i / 2`` (a solver tolerance, or
+    rounding) is moved by ``t v`` to ``tau + delta_i``, ``v`` the part of ``w`` on mutable
+    coordinates that can still move toward a higher score within the bounds, then clipped to the
+    bounds. Unmoved rows are the caller's own points and are left alone; rows that cannot be
+    repaired keep their (slightly short) score. Returns the positions of the rows it changed.
     """
     w, mask, lo, hi = P.w, P.mask, P.lo, P.hi
     eps = np.finfo(np.float64).eps
-    idx = np.arange(Xcf.shape[0]) if rows is None else np.asarray(rows)
+    score = Xcf @ w + P.b
+    delta = _score_margin(Xcf, P)
+    idx = np.flatnonzero(score < P.tau + 0.5 * delta)
+    changed: list[np.ndarray] = []
+    if idx.size:
+        idx = idx[np.any(Xcf[idx] != P.X[idx], axis=1) | (score[idx] < P.tau)]
     for k in range(12):
         if idx.size == 0:
-            return
+            break
         sub = Xcf[idx]
-        r = P.tau - (sub @ w + P.b)
+        r = P.tau + delta[idx] - (sub @ w + P.b)
         bad = r > 0
         if not bad.any():
-            return
+            break
         idx, sub, r = idx[bad], sub[bad], r[bad]
         room = mask & (((w > 0) & (sub < hi)) | ((w < 0) & (sub > lo)))
         v = np.where(room, w, 0.0)
         vv = np.einsum("ij,ij->i", v, v)
         ok = vv > 0
         if not ok.any():
-            return
+            break
         idx, sub, r, v, vv = idx[ok], sub[ok], r[ok], v[ok], vv[ok]
-        size = np.abs(P.tau) + np.abs(P.b) + np.abs(sub * w).sum(axis=1)
-        t = (r + 4.0 * eps * size * 2.0**k) / vv
+        t = (r * (1.0 + 2.0**k * eps) + 2.0**k * delta[idx]) / vv
         sub = sub + t[:, None] * v
         sub[:, mask] = np.clip(sub[:, mask], lo[mask], hi[mask])
         Xcf[idx] = sub
+        changed.append(idx)
+    return np.unique(np.concatenate(changed)) if changed else np.zeros(0, dtype=np.intp)
 
 
 def _resolve_pairs(pairs: Any, X: np.ndarray, n_landmarks: Any, rng: Any) -> np.ndarray:
@@ -192,6 +214,9 @@ def _wachter(P: SimpleNamespace) -> Result:
     n, d = X.shape
     wM = np.where(mask, w, 0.0)
     nw2 = float(wM @ wM)
+    # Invalid rows aim at tau + delta_i, a bound on the score's rounding error: then they are valid
+    # in float64 however their score is summed.
+    target = np.where(m > 0, m + _score_margin(X, P), m)
     if not P.bounded:
         if nw2 == 0.0:
             rows = np.flatnonzero(m > 0)
@@ -200,26 +225,35 @@ def _wachter(P: SimpleNamespace) -> Result:
                     f"{rows.size} point(s) are below the threshold and the classifier has no weight on "
                     "a mutable feature", rows=rows)
             mu = np.zeros(n)
+            Xcf = X.copy()
+            costs = np.zeros(n)
         else:
-            mu = np.maximum(m, 0.0) / nw2
-        Xcf = X + mu[:, None] * wM
+            mu = np.maximum(target, 0.0) / nw2
+            Xcf = X + mu[:, None] * wM
+            costs = mu * mu * nw2
         method = "closed_form"
     else:
-        lo_c = np.where(mask, P.lo, 0.0) - np.where(mask, X, 0.0)
-        hi_c = np.where(mask, P.hi, 0.0) - np.where(mask, X, 0.0)
+        lo_c = P.lo - X
+        hi_c = P.hi - X
+        if not mask.all():
+            lo_c[:, ~mask] = 0.0
+            hi_c[:, ~mask] = 0.0
         from numtk.counterfactual._counterfactual_ext import quadratic_knapsack
 
-        c, mu, status = quadratic_knapsack(wM, m, lo_c, hi_c)
+        c, mu, status = quadratic_knapsack(wM, target, lo_c, hi_c)
         rows = np.flatnonzero(status == 2)
         if rows.size:
             raise InfeasibleRecourseError(
                 f"{rows.size} point(s) cannot reach the threshold within `bounds` and `immutable` "
                 f"(first rows: {rows[:10].tolist()})", rows=rows)
-        Xcf = X + c
+        costs = np.einsum("ij,ij->i", c, c)
+        Xcf = c
+        Xcf += X
         method = "knapsack"
-    _polish_validity(Xcf, P, np.flatnonzero(m > -1e-6 * (1.0 + abs(P.tau))))
-    diff = Xcf - X
-    costs = np.einsum("ij,ij->i", diff, diff)
+    changed = _polish_validity(Xcf, P)
+    if changed.size:
+        diff = Xcf[changed] - X[changed]
+        costs[changed] = np.einsum("ij,ij->i", diff, diff)
     score = Xcf @ w + P.b
     return Result(x_cf=Xcf, cost=float(costs.sum()), costs=costs, valid=score >= P.tau,
                   status="trivial" if not costs.any() else "optimal", problem_class="QP",
@@ -292,8 +326,10 @@ def wachter_counterfactuals(X: Any, w: Any, b: Any, *, confidence: float = 0.8,
     :math:`c(\mu) = \mathrm{clip}(\mu w_M, \ell, u)` for a multiplier :math:`\mu \ge 0` at which the
     non-decreasing, piecewise-linear :math:`g(\mu) = w_M^\top c(\mu)` reaches :math:`m_i`; the
     compiled kernel sorts the breakpoints of :math:`g` and sweeps them, :math:`O(d \log d)` per point,
-    and :math:`\lambda_i = 2\mu`. A final polish moves points that miss :math:`\tau` by rounding a
-    few units in the last place along :math:`w`, so ``valid`` holds exactly in float64.
+    and :math:`\lambda_i = 2\mu`. Invalid points aim at :math:`\tau + \delta_i` instead of
+    :math:`\tau`, with :math:`\delta_i = 2(d + 2)\,\epsilon\,(|b| + |\tau| + \|w\|\|x_i\|)` a bound
+    on the rounding error of the score (a few units in the last place), so ``w @ x' + b >= tau``
+    holds in float64 whatever the order of summation.
 
     The total cost is a lower bound for every group map and every per-point method with more
     constraints (any of their solutions is feasible here). The projection is non-expansive, but it
@@ -322,13 +358,14 @@ def wachter_counterfactuals(X: Any, w: Any, b: Any, *, confidence: float = 0.8,
     >>> res.costs
     array([2. , 0.5, 0. ])
 
-    With the second feature bounded above by 0.25, the first one makes up the difference:
+    With the second feature bounded above by 0.25, the first one makes up the difference (and the
+    valid third point, outside the box, is moved into it):
 
     >>> res = wachter_counterfactuals(X, [1.0, 1.0], 0.0, margin=2.0, bounds=(None, [np.inf, 0.25]))
     >>> res.x_cf
     array([[1.75, 0.25],
            [1.75, 0.25],
-           [3.  , 1.  ]])
+           [3.  , 0.25]])
     """
     P = _setup(X, w, b, confidence=confidence, margin=margin, target=target, immutable=immutable,
                bounds=bounds)

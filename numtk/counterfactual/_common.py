@@ -78,8 +78,10 @@ def linear_score(classifier: Any, target: Any = None, *, name: str = "classifier
     elif isinstance(classifier, (tuple, list)) and len(classifier) == 2:
         w = as_array(classifier[0], f"{name}[0] (w)", ndim=None)
         w = np.asarray(w, dtype=np.float64).reshape(-1).copy()
-        b = check_real(np.asarray(classifier[1]).reshape(-1)[0] if np.ndim(classifier[1]) else classifier[1],
-                       f"{name}[1] (b)")
+        b_arr = np.asarray(classifier[1])
+        if b_arr.size != 1 or b_arr.dtype.kind not in "iuf":
+            raise TypeError(f"`{name}[1]` (b) must be a real number; got {classifier[1]!r}")
+        b = check_real(float(b_arr.reshape(-1)[0]), f"{name}[1] (b)")
         target, sign = _pair_target(target)
     else:
         raise TypeError(f"`{name}` must be a fitted binary linear model (with coef_ and intercept_) or a "
@@ -159,6 +161,8 @@ def output_bounds(bounds: Any, n_features: int):
             raise ValueError(f"`bounds` ({label}) must not contain NaN (use -inf/inf for no bound)")
         out.append(v.copy())
     lo, hi = out
+    if np.any(np.isposinf(lo)) or np.any(np.isneginf(hi)):
+        raise ValueError("`bounds` must not have lo = +inf or hi = -inf (no point lies in such a box)")
     if np.any(lo > hi):
         k = int(np.flatnonzero(lo > hi)[0])
         raise ValueError(f"`bounds` has lo > hi at feature {k} ({lo[k]} > {hi[k]})")

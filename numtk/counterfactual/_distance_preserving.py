@@ -8,6 +8,7 @@ Shor semidefinite relaxation) and the relative gap between them. Spec ``counterf
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import warnings
 from types import SimpleNamespace
@@ -25,6 +26,7 @@ from numtk.counterfactual._baselines import (
     _pair_violation,
     _polish_validity,
     _resolve_pairs,
+    _score_margin,
     _setup,
     _wachter,
 )
@@ -36,11 +38,24 @@ __all__ = ["distance_preserving_counterfactuals"]
 _SDP_MAX_ORDER = 400
 # Outer ALM iterations stop once the largest relative violation is below this fraction of `tol`
 # (leaving room for the final validity polish) and the projected gradient is below _PG_TOL.
-_ALM_FEAS_FRACTION = 0.1
+_ALM_FEAS_FRACTION = 0.5
 _PG_TOL = 1e-6
-_RHO_MAX = 1e12
+_RHO_MAX = 1e9
+_RHO0 = 10.0
+# The penalty grows tenfold when an outer iteration reduced the violation by less than this factor.
+_RHO_DECREASE = 0.25
+# Initial-penalty factor of the retry from a feasible start whose first local run ended infeasible.
+_RHO_RETRY = 100.0
+# An infeasible run stops when its violation fell by less than 10% over this many outer iterations.
+_STUCK_WINDOW = 5
 _INNER_MAXITER = 3000
-_DEBUG = False
+# Relative change of the objective over three outer iterations below which a feasible run stops.
+_STALL = 1e-9
+# A converged candidate within this relative cost of the best one is preferred to it.
+_SAME_COST = 1e-8
+# n_random_starts=None: this many random isometry starts when the reduced problem is this small.
+_AUTO_RANDOM_STARTS = 10
+_AUTO_RANDOM_MAX_VARS = 20
 
 
 # --------------------------------------------------------------------------------------------
@@ -55,13 +70,13 @@ def _reduce(P: SimpleNamespace, pairs: np.ndarray, D: np.ndarray, K: float) -> S
     pair constraints through ``c_ij`` (squared distance of the immutable parts) and the validity row
     through ``s_I``. Lengths are divided by ``ell`` (root median pair distance).
     """
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
     X, mask, w = P.X, P.mask, P.w
     n = X.shape[0]
     zero = D == 0
     if zero.any():
-        import scipy.sparse as sp
-        from scipy.sparse.csgraph import connected_components
-
         g = sp.coo_matrix((np.ones(int(zero.sum())), (pairs[zero, 0], pairs[zero, 1])), shape=(n, n))
         nc, labels = connected_components(g, directed=False)
     else:
@@ -93,23 +108,39 @@ def _reduce(P: SimpleNamespace, pairs: np.ndarray, D: np.ndarray, K: float) -> S
     ch = cI / ell**2
     K2 = K * K
     lower = np.flatnonzero(ch < Dh / K2)
-    import scipy.sparse as sp
-
     nP = cp_.shape[0]
     E = sp.csr_matrix((np.r_[np.ones(nP), -np.ones(nP)],
                        (np.r_[np.arange(nP), np.arange(nP)], np.r_[cp_[:, 0], cp_[:, 1]])),
                       shape=(nP, nc))
     return SimpleNamespace(labels=labels, reps=reps, p=weight, pairs=cp_, ell=ell, XM=XM, wh=wh, sh=sh,
-                           has_v=has_v, Dh=Dh, ch=ch, lower=lower, E=E, ET=E.T.tocsr(), K2=K2,
+                           has_v=has_v, Dh=Dh, sD=np.sqrt(Dh), ch=ch, lower=lower, E=E, ET=E.T.tocsr(), K2=K2,
                            lo=P.lo[mask] / ell, hi=P.hi[mask] / ell, nc=nc, dM=int(mask.sum()))
 
 
 def _constraints(R: SimpleNamespace, Z: np.ndarray):
-    """(validity, upper, lower) constraint values, each >= 0 when satisfied, and the pair differences."""
+    """(validity, upper, lower) constraint values, each >= 0 when satisfied, and the pair differences.
+
+    With ``r = |z_i - z_j|^2 / D`` (plus the immutable part), the pair constraints are
+    ``(K^2 - r) sqrt(D)`` and ``(r - 1/K^2) sqrt(D)``: lengths, whose gradients ``2 Delta / sqrt(D)``
+    have the same size for near and far pairs (the relative form ``K^2 - r`` would make near pairs
+    stiffer by ``1/D`` and the inner problems badly conditioned). Relative violations are ``g/sqrt(D)``.
+    """
     gv = Z @ R.wh + R.sh if R.has_v else np.zeros(0)
     Delta = R.E @ Z
     r = (np.einsum("ij,ij->i", Delta, Delta) + R.ch) / R.Dh
-    return gv, R.K2 - r, r[R.lower] - 1.0 / R.K2, Delta
+    return gv, (R.K2 - r) * R.sD, (r[R.lower] - 1.0 / R.K2) * R.sD[R.lower], Delta
+
+
+def _relative_violation(R: SimpleNamespace, gs) -> float:
+    gv, gu, gl = gs
+    out = 0.0
+    if gv.size:
+        out = max(out, float(np.max(-gv)))
+    if gu.size:
+        out = max(out, float(np.max(-gu / R.sD)))
+    if gl.size:
+        out = max(out, float(np.max(-gl / R.sD[R.lower])))
+    return out
 
 
 def _objective(R: SimpleNamespace, Z: np.ndarray) -> float:
@@ -143,7 +174,19 @@ def _penalty(lam: np.ndarray, g: np.ndarray, rho: float):
     return np.where(act, a, 0.0), float(val.sum())
 
 
-def _alm(R: SimpleNamespace, Z0: np.ndarray, tol: float, max_iter: int):
+def _single_blas_thread():
+    """Limit BLAS to one thread when threadpoolctl is there: L-BFGS-B makes many tiny BLAS calls,
+    whose thread synchronisation costs far more than the arithmetic (5x slower on 2 busy cores)."""
+    import scipy.optimize  # noqa: F401  (load SciPy's BLAS first: only loaded libraries are limited)
+
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _alm(R: SimpleNamespace, Z0: np.ndarray, tol: float, max_iter: int, rho_scale: float = 1.0):
     """Augmented Lagrangian (PHR) on the reduced problem with an L-BFGS-B inner solve.
 
     Constraints g(z) >= 0 with multipliers lam >= 0 and penalty rho enter as
@@ -160,7 +203,7 @@ def _alm(R: SimpleNamespace, Z0: np.ndarray, tol: float, max_iter: int):
     z = np.clip(Z0.ravel(), lo, hi)
     nv, nu, nl = (nc if R.has_v else 0), R.pairs.shape[0], R.lower.size
     lam = [np.zeros(nv), np.zeros(nu), np.zeros(nl)]
-    twoD = 2.0 / R.Dh
+    twoD = 2.0 / R.Dh * R.sD  # d r / d Delta = 2 Delta / D, times the sqrt(D) scale of g
 
     def phi(zf, lam, rho, zr):
         # f(z) - f(zr) in difference form and the penalty terms in the cancellation-free form
@@ -177,7 +220,7 @@ def _alm(R: SimpleNamespace, Z0: np.ndarray, tol: float, max_iter: int):
             grad -= a[:, None] * R.wh
         au, v = _penalty(lam[1], gu, rho)
         val += v
-        coef = au.copy()  # d phi / d r
+        coef = au.copy()  # d phi / d r, per unit sqrt(D) (twoD restores it)
         if nl:
             al, v = _penalty(lam[2], gl, rho)
             val += v
@@ -186,40 +229,52 @@ def _alm(R: SimpleNamespace, Z0: np.ndarray, tol: float, max_iter: int):
         return val, grad.ravel()
 
     def violation(gs):
-        return max((float(np.max(-g)) for g in gs if g.size), default=0.0)
+        return _relative_violation(R, gs)
 
     Z = z.reshape(nc, dM)
     gs = _constraints(R, Z)[:3]
     viol = max(violation(gs), 0.0)
     f0 = _objective(R, Z)
     sq = sum(float(np.sum(np.minimum(g, 0.0) ** 2)) for g in gs)
-    rho = float(np.clip(10.0 * max(1.0, f0) / max(1.0, 0.5 * sq), 1e-3, 1e6))
+    rho = float(np.clip(_RHO0 * rho_scale * max(1.0, f0) / max(1.0, 0.5 * sq), 1e-3, 1e8))
     omega = 1e-2
     converged = False
+    target = _ALM_FEAS_FRACTION * tol
+    f_hist: list[float] = []
+    v_hist: list[float] = []
     it = 0
     for it in range(1, max_iter + 1):
-        res = minimize(phi, z, args=(lam, rho, z.reshape(nc, dM).copy()), jac=True, method="L-BFGS-B", bounds=bnds,
-                       options=dict(maxiter=_INNER_MAXITER, maxfun=2 * _INNER_MAXITER, gtol=omega,
-                                    ftol=0.0, maxcor=20))
+        res = minimize(phi, z, args=(lam, rho, z.reshape(nc, dM).copy()), jac=True, method="L-BFGS-B",
+                       bounds=bnds, options=dict(maxiter=_INNER_MAXITER, maxfun=2 * _INNER_MAXITER,
+                                                 gtol=omega, ftol=0.0, maxcor=20))
         z = res.x
         Z = z.reshape(nc, dM)
         gs = _constraints(R, Z)[:3]
         lam = [np.maximum(lam_k - rho * g, 0.0) for lam_k, g in zip(lam, gs)]
         new_viol = violation(gs)
-        grad = res.jac
-        pg = float(np.max(np.abs(z - np.clip(z - grad, lo, hi)), initial=0.0))
-        if _DEBUG: print("   outer", it, "viol", new_viol, "pg", pg, "rho", rho, "nit", res.nit)
-        if new_viol <= _ALM_FEAS_FRACTION * tol and pg <= _PG_TOL:
-            converged = True
-            break
-        if new_viol > 0.25 * viol and new_viol > _ALM_FEAS_FRACTION * tol:
+        pg = float(np.max(np.abs(z - np.clip(z - res.jac, lo, hi)), initial=0.0))
+        f_hist.append(_objective(R, Z))
+        if new_viol <= target:
+            if pg <= _PG_TOL:
+                converged = True
+                break
+            # Stalled: feasible, and the objective no longer moves (degenerate or ill-conditioned
+            # problems, e.g. K close to 1 with many more active pairs than variables).
+            if len(f_hist) >= 3 and max(f_hist[-3:]) - min(f_hist[-3:]) <= _STALL * max(f_hist[-1], 1e-300):
+                break
+        else:
+            v_hist.append(new_viol)
+            # Stuck at an infeasible stationary point of the violation: more penalty only hurts.
+            if len(v_hist) > _STUCK_WINDOW and new_viol > 0.9 * v_hist[-1 - _STUCK_WINDOW]:
+                break
+        if new_viol > _RHO_DECREASE * viol and new_viol > target:
             rho = min(rho * 10.0, _RHO_MAX)
         viol = new_viol
         omega = max(omega * 0.1, _PG_TOL)
     return Z, converged, it
 
 
-def _ipopt(R: SimpleNamespace, Z0: np.ndarray, tol: float, max_iter: int):
+def _ipopt(R: SimpleNamespace, Z0: np.ndarray, tol: float, max_iter: int, rho_scale: float = 1.0):
     """The same reduced problem through cyipopt's SciPy-style interface (dense constraint Jacobian)."""
     try:
         from cyipopt import minimize_ipopt
@@ -248,7 +303,7 @@ def _ipopt(R: SimpleNamespace, Z0: np.ndarray, tol: float, max_iter: int):
         J = np.zeros((gv.size + nP + gl.size, nc, dM))
         if gv.size:
             J[np.arange(nc), np.arange(nc)] = R.wh
-        dr = 2.0 * Delta / R.Dh[:, None]  # d r_p / d z_i; d r_p / d z_j = -dr
+        dr = 2.0 * Delta / R.sD[:, None]  # d (r_p sqrt(D_p)) / d z_i; / d z_j = -dr
         rows = gv.size + np.arange(nP)
         J[rows, i0] = -dr
         J[rows, i1] = dr
@@ -262,29 +317,47 @@ def _ipopt(R: SimpleNamespace, Z0: np.ndarray, tol: float, max_iter: int):
                          tol=_ALM_FEAS_FRACTION * tol,
                          options={"max_iter": int(max_iter) * 10, "print_level": 0,
                                   "constr_viol_tol": _ALM_FEAS_FRACTION * tol})
-    return np.asarray(res.x).reshape(nc, dM), bool(getattr(res, "success", False)), int(getattr(res, "nit", 0))
+    converged = bool(getattr(res, "success", False))
+    return np.asarray(res.x).reshape(nc, dM), converged, int(getattr(res, "nit", 0))
 
 
 # --------------------------------------------------------------------------------------------
 # starts and the Shor bound
 # --------------------------------------------------------------------------------------------
 
-def _translation_start(P: SimpleNamespace) -> np.ndarray | None:
-    """The optimal translation map (a feasible start: an isometry) or None when the box forbids it."""
+def _translation_start(P: SimpleNamespace, Y: np.ndarray | None = None) -> np.ndarray | None:
+    """The optimal translation of the group (or of ``Y``, an isometric image of it), or None when the
+    box forbids it. An isometry followed by a translation satisfies every pair constraint."""
     from numtk.counterfactual._counterfactual_ext import quadratic_knapsack
 
-    X, mask = P.X, P.mask
+    X, mask = (P.X if Y is None else Y), P.mask
     wM = np.where(mask, P.w, 0.0)
     lo = np.where(mask, P.lo - X.min(axis=0), 0.0)
     hi = np.where(mask, P.hi - X.max(axis=0), 0.0)
     if np.any(lo > hi):
         return None
-    c, _, status = quadratic_knapsack(wM, np.array([float(P.m.max())]), lo[None], hi[None])
+    deficit = P.tau - (X @ P.w + P.b)
+    deficit = np.where(deficit > 0, deficit + _score_margin(X, P), deficit)  # as in _wachter
+    c, _, status = quadratic_knapsack(wM, np.array([float(deficit.max())]), lo[None], hi[None])
     if status[0] == 2:
         return None
     Xcf = X + c[0]
     _polish_validity(Xcf, P)
     return Xcf
+
+
+def _isometry_start(P: SimpleNamespace, rng: np.random.Generator) -> np.ndarray | None:
+    """A random orthogonal map (Haar, reflections included) of the mutable coordinates about the
+    group mean, then the optimal translation: a feasible start in a random orientation."""
+    dM = int(P.mask.sum())
+    G = rng.standard_normal((dM, dM))
+    Q, Rq = np.linalg.qr(G)
+    Q = Q * np.where(np.diag(Rq) < 0, -1.0, 1.0)
+    Y = P.X.copy()
+    XM = P.X[:, P.mask]
+    mean = XM.mean(axis=0)
+    Y[:, P.mask] = mean + (XM - mean) @ Q.T
+    return _translation_start(P, Y)
 
 
 def _map_start(P: SimpleNamespace, family: str, K: float, solver: str, solver_options: Any):
@@ -305,6 +378,11 @@ def _map_start(P: SimpleNamespace, family: str, K: float, solver: str, solver_op
         try:
             gm = GroupCounterfactualMap(**kw).fit(P.X, (P.w, P.b))
         except InfeasibleRecourseError:
+            return None
+        except Exception as e:  # a failed optional start (e.g. an SDP solver error) is skipped
+            if family != "psd" or type(e).__name__ != "SolverError":
+                raise
+            warnings.warn(f"the psd start was skipped: {e}", NumtkWarning, stacklevel=3)
             return None
     return np.asarray(gm.transform(P.X), dtype=np.float64)
 
@@ -361,7 +439,8 @@ def distance_preserving_counterfactuals(
         margin: float | None = None, target: int = 1, immutable: Any = None, bounds: Any = None,
         pairs: Any = "all", n_landmarks: int | None = None, method: str = "local",
         local_solver: str = "alm", max_iter: int = 200, tol: float = 1e-8, solver: str = "clarabel",
-        solver_options: dict | None = None, rng: Any = None, progress: bool = False) -> Result:
+        solver_options: dict | None = None, n_random_starts: int | None = None, rng: Any = None,
+        progress: bool = False) -> Result:
     r"""Per-point counterfactuals that keep pairwise distances within a factor ``K`` (bi-Lipschitz).
 
     Solves, for the pairs :math:`(i, j) \in \mathcal P`,
@@ -402,8 +481,14 @@ def distance_preserving_counterfactuals(
         cvxpy solver for the psd start and the Shor relaxation.
     solver_options : dict, optional
         Keyword arguments for that solver.
+    n_random_starts : int, optional
+        Extra starts: random orthogonal maps (rotations and reflections, Haar-distributed) of the
+        mutable coordinates about the group mean, each followed by its optimal translation
+        (isometries, so feasible). They help escape local optima of small problems, where a better
+        configuration may have the other orientation. Default: 10 when the reduced problem has at
+        most 20 variables (points times mutable features), else 0.
     rng : {None, int, numpy.random.Generator}, optional
-        Chooses the first landmark of ``pairs='landmarks'``.
+        Chooses the first landmark of ``pairs='landmarks'`` and the random starts.
     progress : bool, default False
         Show a tqdm bar over the starts.
 
@@ -413,8 +498,8 @@ def distance_preserving_counterfactuals(
         ``x_cf`` (n, d); ``cost`` (the upper bound :math:`\sum_i \|x'_i - x_i\|^2`), ``costs`` (per
         point); ``lower_bound``; ``gap`` ``(cost - lower_bound) / cost`` (0 when cost is 0);
         ``max_violation`` (largest pair violation in squared-ratio units); ``start`` (which start
-        led to the returned point: 'translation', 'diagonal', 'psd', 'sdp', 'wachter' or
-        'identity'); ``start_costs`` (dict: the cost of each feasible start before the local
+        led to the returned point: 'translation', 'diagonal', 'psd', 'sdp', 'wachter',
+        'isometry<k>' or 'identity'); ``start_costs`` (dict: the cost of each feasible start before the local
         solve); ``valid``; ``status`` ('optimal' when the gap is closed, 'local_optimum' when the
         local solver converged, 'feasible' when it did not, 'trivial', or 'infeasible' when no
         feasible point was found, with a warning); ``problem_class`` ``'QCQP'``; ``n_pairs``;
@@ -438,16 +523,19 @@ def distance_preserving_counterfactuals(
 
     *Local solve*: immutable coordinates are constants (their squared pair distances
     :math:`c_{ij}` move to the right-hand sides), points that a pair forces to coincide
-    (:math:`D_{ij} = 0`) are merged, and the constraints, written as :math:`g \ge 0` in relative
-    form :math:`g^{up}_{ij} = K^2 - r_{ij}`, :math:`g^{lo}_{ij} = r_{ij} - K^{-2}` with
-    :math:`r_{ij} = \|x'_i - x'_j\|^2 / D_{ij}`, enter the augmented Lagrangian
+    (:math:`D_{ij} = 0`) are merged, and the constraints, written as :math:`g \ge 0` in the form
+    :math:`g^{up}_{ij} = (K^2 - r_{ij})\sqrt{D_{ij}}`, :math:`g^{lo}_{ij} = (r_{ij} - K^{-2})\sqrt{D_{ij}}`
+    with :math:`r_{ij} = \|x'_i - x'_j\|^2 / D_{ij}` (lengths: their gradients have the same size for
+    near and far pairs, which keeps the inner problems well conditioned), enter the augmented
+    Lagrangian
 
     .. math:: L_\rho(x', \lambda) = f(x') + \frac{1}{2\rho} \sum_k
               \left(\max(0, \lambda_k - \rho g_k)^2 - \lambda_k^2\right),
 
     minimised by L-BFGS-B (bounds handled natively), followed by
     :math:`\lambda \leftarrow \max(0, \lambda - \rho g)`. It stops when the largest violation is
-    below ``tol / 10`` and the projected gradient below 1e-6 (scaled units). The best feasible
+    below ``tol / 2`` and the projected gradient below 1e-6 (scaled units), or, feasible, when the
+    objective stalls (changes by less than 1e-9 relative over three iterations). The best feasible
     candidate over the starts and their local solutions is returned, so ``cost`` never exceeds the
     cheapest feasible start.
 
@@ -493,6 +581,8 @@ def distance_preserving_counterfactuals(
         raise TypeError(f"`solver` must be a cvxpy solver name (str); got {type(solver).__name__}")
     if solver_options is not None and not isinstance(solver_options, dict):
         raise TypeError("`solver_options` must be a dict or None")
+    if n_random_starts is not None:
+        n_random_starts = check_int(n_random_starts, "n_random_starts", minimum=0)
     rng = normalize_rng(rng)
     pair_arr = _resolve_pairs(pairs, P.X, n_landmarks, rng)
     D = _pair_sqdist(P.X, pair_arr)
@@ -522,8 +612,10 @@ def distance_preserving_counterfactuals(
         return finish(wres.x_cf, "wachter", "optimal", wres.cost, {"wachter": wres.cost}, viol=viol_w)
 
     R = _reduce(P, pair_arr, D, K)
-    starts: list[tuple[str, Any]] = [("translation", lambda: _translation_start(P)),
-                                     ("diagonal", lambda: _map_start(P, "diagonal", K, solver, solver_options))]
+    starts: list[tuple[str, Any]] = [
+        ("translation", lambda: _translation_start(P)),
+        ("diagonal", lambda: _map_start(P, "diagonal", K, solver, solver_options)),
+    ]
     if importlib.util.find_spec("cvxpy") is not None:
         starts.append(("psd", lambda: _map_start(P, "psd", K, solver, solver_options)))
     sdp_Z = None
@@ -540,33 +632,50 @@ def distance_preserving_counterfactuals(
                 lower_bound = max(lower_bound, lb_sdp * R.ell**2)
                 starts.append(("sdp", lambda: _to_full(P, R, sdp_Z)))
     starts.append(("wachter", lambda: wres.x_cf))
+    if n_random_starts is None:
+        n_random_starts = _AUTO_RANDOM_STARTS if R.nc * R.dM <= _AUTO_RANDOM_MAX_VARS else 0
+    for k in range(n_random_starts):
+        starts.append((f"isometry{k}", lambda: _isometry_start(P, rng)))
     local = _alm if local_solver == "alm" else _ipopt
 
     best = None  # (cost, Xcf, start name, converged, viol)
+    conv_best = None  # best feasible candidate at which the local solver converged
     fallback = None  # least violating candidate when nothing is feasible
     start_costs: dict[str, float] = {}
+    seen: list[np.ndarray] = []
     total_iter = 0
     with progress_bar(total=len(starts), progress=progress, desc="distance_preserving") as bar:
         for name, make in starts:
             Xs = make()
-            bar.update(1)
-            if Xs is None:
+            if Xs is None or any(np.array_equal(Xs, prev) for prev in seen):
+                bar.update(1)  # unavailable, or the same point as an earlier start (e.g. d_M = 1)
                 continue
+            seen.append(Xs)
             cands = []
             v0 = _pair_violation(Xs, pair_arr, D, K, 1.0 / K)
             c0 = float(np.sum((Xs - X) ** 2))
             if v0 <= tol:
                 start_costs[name] = c0
                 cands.append((c0, Xs, False, v0))
-            Z, conv, it = local(R, _from_full(P, R, Xs), tol, max_iter)
-            total_iter += it
-            Xl = _to_full(P, R, Z)
-            cands.append((float(np.sum((Xl - X) ** 2)), Xl, conv, _pair_violation(Xl, pair_arr, D, K, 1.0 / K)))
+            for rho_scale in (1.0, _RHO_RETRY):
+                with _single_blas_thread():
+                    Z, conv, it = local(R, _from_full(P, R, Xs), tol, max_iter, rho_scale)
+                total_iter += it
+                Xl = _to_full(P, R, Z)
+                vl = _pair_violation(Xl, pair_arr, D, K, 1.0 / K)
+                cands.append((float(np.sum((Xl - X) ** 2)), Xl, conv, vl))
+                # A feasible start left feasibility and got stuck (the penalty was too weak to keep
+                # it near the feasible set): retry once with a stronger initial penalty.
+                if vl <= tol or v0 > tol or local_solver != "alm":
+                    break
             for cost, Xc, conv_c, v in cands:
                 if v <= tol and (best is None or cost < best[0]):
                     best = (cost, Xc, name, conv_c, v)
+                if v <= tol and conv_c and (conv_best is None or cost < conv_best[0]):
+                    conv_best = (cost, Xc, name, conv_c, v)
                 if fallback is None or v < fallback[3]:
                     fallback = (cost, Xc, name, v)
+            bar.update(1)
             if best is not None:
                 bar.set_postfix(best=best[0])
     if best is None:
@@ -576,5 +685,7 @@ def distance_preserving_counterfactuals(
         cost, Xc, name, v = fallback
         return finish(Xc, name, "infeasible", lower_bound, start_costs, viol=v, n_iter=total_iter)
     cost, Xc, name, conv, v = best
+    if not conv and conv_best is not None and conv_best[0] <= cost * (1.0 + _SAME_COST):
+        cost, Xc, name, conv, v = conv_best  # the same value, at a point where the solver converged
     return finish(Xc, name, "local_optimum" if conv else "feasible", lower_bound, start_costs, viol=v,
                   n_iter=total_iter)

@@ -453,3 +453,14 @@ def test_validity_polish_survives_reevaluation():
             for i in members:
                 assert m.predict_valid(Xg[[i]]).all()
             assert np.all(clf.decision_function(m.transform(Xg[members])) >= m.threshold_)
+
+
+def test_pair_and_bounds_edge_inputs():
+    X, w, b = make_problem(10, 3, 25)
+    m1 = fit("diagonal", X, w, b)
+    m2 = fit("diagonal", X, w, np.array(b))        # a 0-d array intercept
+    np.testing.assert_array_equal(m1.A_, m2.A_)
+    with pytest.raises(TypeError, match="b"):
+        fit("diagonal", X, w, "1.0")
+    with pytest.raises(ValueError, match="inf"):
+        fit("diagonal", X, w, b, bounds=(np.inf, np.inf))
