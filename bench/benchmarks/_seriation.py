@@ -1,10 +1,17 @@
 """Seriation benchmark inputs and the side-by-side run shared by asv and ``bench/compare.py``."""
 
+import statistics
+import sys
 import time
 
 #: Curves of the seriation benchmarks: (kind, noise) in d = 100.
 CURVES = {"helix": ("helix", 0.05), "random_fourier": ("random_fourier", 0.02)}
 DIM = 100
+#: A method whose first call takes longer than this many seconds is not repeated.
+SLOW = 60.0
+#: Largest n at which each baseline runs in ``compare`` (brute-force k-NN in d = 100 and, for Recanati, a
+#: second graph): beyond, a cell shows "-".
+MAX_N = {"recanati": 10**4}
 
 
 def make_points(n, curve, seed=20261129):
@@ -14,31 +21,69 @@ def make_points(n, curve, seed=20261129):
     return make_curve(kind, n, DIM, noise=noise, rng=seed)
 
 
-def methods():
+def _spectral_on_projection(X):
+    """Spectral seriation of the same principal projection that ``stage`` makes by default ('auto')."""
+    from numtk.seriation import spectral_seriation
+    from numtk.seriation._stage import _principal_basis
+
+    basis = _principal_basis(X, "auto", False)
+    P = X if basis is None else (X - X.mean(axis=0)) @ basis
+    return spectral_seriation(P)
+
+
+def methods(extra=False):
+    """name -> callable(X) -> Result. ``stage`` with its defaults and a fixed ``rng`` (reproducible |tau|).
+
+    ``extra`` adds ``stage w-1`` (all cores) and ``spectral pca`` (spectral seriation of the principal
+    projection that stage makes, to show what the projection alone buys the baseline).
+    """
     from numtk.seriation import recanati_seriation, spectral_seriation, stage
 
-    return {"stage": stage, "spectral": spectral_seriation, "recanati": recanati_seriation}
+    out = {"stage": lambda X: stage(X, rng=0), "spectral": spectral_seriation, "recanati": recanati_seriation}
+    if extra:
+        out["stage w-1"] = lambda X: stage(X, rng=0, workers=-1)
+        out["spectral pca"] = _spectral_on_projection
+    return out
 
 
-def compare(sizes, curves=tuple(CURVES), out=print):
-    """Time and |tau| of every method per (curve, n), one call each (they are seconds long)."""
+def compare(sizes, curves=tuple(CURVES), out=print, repeat=3, extra=False):
+    """Median time and |tau| of every method per (curve, n), interleaved.
+
+    Each of ``repeat`` rounds calls every method once, starting with a different one each round, so that
+    changes of machine load hit all methods alike; a method whose first call took more than ``SLOW``
+    seconds runs once. Returns the rows as dicts.
+    """
     from numtk.seriation import order_agreement
 
-    out(f"\n== seriation (d = {DIM}): seconds and |tau| against the true order, one run each")
-    names = list(methods())
+    fns = methods(extra)
+    names = list(fns)
+    out(f"\n== seriation (d = {DIM}): median seconds of {repeat} interleaved rounds and |tau| against the "
+        "true order")
     X0, _ = make_points(300, curves[0])
-    for fn in methods().values():  # warm-up: imports and first-call costs are not timed
+    for fn in fns.values():  # warm-up: imports and first-call costs are not timed
         fn(X0)
-    out(f"{'curve':<16}{'n':>8}  " + "  ".join(f"{m + ' s':>11}{m + ' tau':>14}" for m in names)
+    out(f"{'curve':<16}{'n':>8}  " + "  ".join(f"{m + ' s':>15}{m + ' tau':>17}" for m in names)
         + "  stage/spectral time")
+    rows = []
     for curve in curves:
         for n in sizes:
             X, t = make_points(n, curve)
-            cells, times = [], {}
-            for name, fn in methods().items():
-                t0 = time.perf_counter()
-                res = fn(X)
-                times[name] = time.perf_counter() - t0
-                cells.append(f"{times[name]:>11.2f}{order_agreement(res.order, t):>14.5f}")
-            out(f"{curve:<16}{n:>8}  " + "  ".join(cells) + f"  {times['stage'] / times['spectral']:>10.2f}x")
-    return None
+            active = [m for m in names if n <= MAX_N.get(m, n)]
+            samples = {m: [] for m in active}
+            tau = {}
+            for r in range(repeat):
+                for j in range(len(active)):
+                    name = active[(r + j) % len(active)]
+                    if r > 0 and samples[name][0] > SLOW:
+                        continue
+                    t0 = time.perf_counter()
+                    res = fns[name](X)
+                    samples[name].append(time.perf_counter() - t0)
+                    tau[name] = order_agreement(res.order, t)
+            times = {m: statistics.median(s) for m, s in samples.items()}
+            cells = [f"{times[m]:>15.3f}{tau[m]:>17.5f}" if m in times else f"{'-':>15}{'-':>17}" for m in names]
+            ratio = times["stage"] / times["spectral"] if "spectral" in times else float("nan")
+            out(f"{curve:<16}{n:>8}  " + "  ".join(cells) + f"  {ratio:>10.2f}x")
+            sys.stdout.flush()
+            rows.append(dict(curve=curve, n=n, times=times, tau=tau))
+    return rows

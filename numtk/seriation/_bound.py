@@ -209,6 +209,7 @@ def recovery_bound(result=None, X=None, *, length, noise, curvature, n_samples=N
         n_features = check_int(n_features, "n_features", minimum=1)
 
     edge_rms = None  # rms arc length of the edges (weighted), measured from X when given
+    fit_points = None
     if result is not None:
         graph = getattr(result, "graph", None)
         if graph is None or not hasattr(graph, "shape"):
@@ -218,6 +219,8 @@ def recovery_bound(result=None, X=None, *, length, noise, curvature, n_samples=N
             n_samples = m
         if tangent_neighbors is None and getattr(result, "tangent_neighbors", 0):
             tangent_neighbors = int(result.tangent_neighbors)
+            # large inputs fit each tangent to fewer points of a thinned cloud spanning the same scale
+            fit_points = int(getattr(result, "tangent_fit_points", 0) or tangent_neighbors)
         import scipy.sparse as sp
 
         upper = sp.triu(sp.csr_matrix(graph), k=1).tocoo()
@@ -271,14 +274,15 @@ def recovery_bound(result=None, X=None, *, length, noise, curvature, n_samples=N
         if d is None:
             raise ValueError("`n_features` is required (or give `X` with `result`)")
         kp = tangent_neighbors
+        kf = min(kp, fit_points) if fit_points else kp  # points the tangent is fitted to
         r_noise = kp / (2.0 * n * p_max)   # shortest neighbourhood half-length: the noisiest slope
         r_bias = kp / (2.0 * n * p_min)    # longest: the largest curvature bias
-        spread = sigma * math.sqrt(3.0) / (r_noise * math.sqrt(kp))
-        theta = spread * math.sqrt(d) + kappa * r_bias * min(1.0, math.sqrt(4.0 * r_bias * p_max + 1.0 / kp))
+        spread = sigma * math.sqrt(3.0) / (r_noise * math.sqrt(kf))
+        theta = spread * math.sqrt(d) + kappa * r_bias * min(1.0, math.sqrt(4.0 * r_bias * p_max + 1.0 / kf))
         theta_max = spread * (math.sqrt(d) + math.sqrt(2.0 * math.log(n))) + kappa * r_bias
         assumptions.append("tangent errors from the local-PCA perturbation heuristic "
                            "theta ~ sqrt(3) (sigma/r) sqrt(d/k_p) + curvature bias")
-        if sigma > 0 and r_noise ** 2 / (3.0 * sigma ** 2) <= math.sqrt(d / kp):
+        if sigma > 0 and r_noise ** 2 / (3.0 * sigma ** 2) <= math.sqrt(d / kf):
             valid = False
             assumptions.append("tangent detection threshold r^2/(3 sigma^2) > sqrt(d/k_p) FAILS")
     else:
