@@ -149,3 +149,16 @@ def test_missing_inputs():
         recovery_bound(object(), length=1.0, noise=0.0, curvature=0.0)
     with pytest.raises(ValueError, match="X"):
         recovery_bound(None, np.zeros((5, 2)), n_samples=100, length=1.0, noise=0.0, curvature=0.0)
+
+
+def test_bound_counts_the_points_a_thinned_tangent_is_fitted_to():
+    """A tangent fitted to fewer points (thinned neighbourhoods) has a larger noise term: never a tighter bound."""
+    from numtk.seriation import make_curve, recovery_bound, stage
+
+    X, t = make_curve("helix", 600, 10, noise=0.01, rng=0)
+    fit = stage(X, n_neighbors=10, tangent_neighbors=60, rng=0)
+    fit.tangent_fit_points = fit.tangent_neighbors
+    full = recovery_bound(fit, X, length=1.0, noise=0.01, curvature=1.0)
+    fit.tangent_fit_points = 20
+    thin = recovery_bound(fit, X, length=1.0, noise=0.01, curvature=1.0)
+    assert thin.bound > full.bound and thin.tau_lower <= full.tau_lower
