@@ -277,6 +277,12 @@ def main(argv=None):
         help="also time numtk.seriation (stage, spectral, recanati) at these sizes, e.g. 1e3,1e4",
     )
     parser.add_argument(
+        "--seriation-hard",
+        type=parse_sizes,
+        default=None,
+        help="also time numtk.seriation on the hard curves (close spiral, noisy helix, uneven density)",
+    )
+    parser.add_argument(
         "--counterfactual",
         action="store_true",
         help="also time numtk.counterfactual group maps against cvxpy (Clarabel/OSQP/SCS) and DAQP",
@@ -303,6 +309,11 @@ def main(argv=None):
         from benchmarks._seriation import compare as compare_seriation
 
         compare_seriation(args.seriation)
+    if args.seriation_hard:
+        from benchmarks._seriation import HARD_CURVES
+        from benchmarks._seriation import compare as compare_seriation
+
+        compare_seriation(args.seriation_hard, curves=tuple(HARD_CURVES))
     if args.counterfactual:
         from benchmarks._counterfactual import CASES, QUICK_CASES
         from benchmarks._counterfactual import compare as compare_counterfactual

@@ -14,11 +14,32 @@ SLOW = 60.0
 MAX_N = {"recanati": 10**4}
 
 
+#: The issue's hard cases: close spiral arms, a high-noise helix, uneven sampling density (the density
+#: along the curve rises linearly from 0.1 to 1.9 times the mean): (kind, noise, params, uneven).
+HARD_CURVES = {
+    "close_spiral": ("spiral", 0.01, {"turns": 4.0, "gap": 0.3}, False),
+    "noisy_helix": ("helix", 0.15, None, False),
+    "uneven_helix": ("helix", 0.05, None, True),
+}
+
+
 def make_points(n, curve, seed=20261129):
+    import numpy as np
+
     from numtk.seriation import make_curve
 
-    kind, noise = CURVES[curve]
-    return make_curve(kind, n, DIM, noise=noise, rng=seed)
+    if curve in CURVES:
+        kind, noise = CURVES[curve]
+        return make_curve(kind, n, DIM, noise=noise, rng=seed)
+    kind, noise, params, uneven = HARD_CURVES[curve]
+    if not uneven:
+        return make_curve(kind, n, DIM, noise=noise, params=params, rng=seed)
+    # thin a 2n-point uniform sample with keep-probability (0.1 + 1.8 t) / 1.9 (t in [0, 1]), keep n of them
+    X, t = make_curve(kind, 2 * n + 200, DIM, noise=noise, params=params, rng=seed)
+    rng = np.random.default_rng(seed + 1)
+    s = (t - t.min()) / (t.max() - t.min())
+    keep = np.flatnonzero(rng.random(len(t)) < (0.1 + 1.8 * s) / 1.9)[:n]
+    return X[keep], t[keep]
 
 
 def _spectral_on_projection(X):
