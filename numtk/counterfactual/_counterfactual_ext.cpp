@@ -123,8 +123,8 @@ py::tuple diag_qp(py::array X, carray scale, carray centre, carray tail, carray 
 
 using farray = py::array_t<double, py::array::forcecast>;
 
-// X (n, d) float64 with any strides: X @ v + offset.
-py::array_t<double> scores(farray X, carray v, double offset) {
+// X (n, d) float64 with any strides: X @ v + offset; with `absmax`, also max |X| (same pass).
+py::object scores(farray X, carray v, double offset, bool absmax) {
     need(X.ndim() == 2, "`X` must be 2-D");
     need(v.ndim() == 1 && v.shape(0) == X.shape(1), "`v` must have length X.shape[1]");
     const auto n = static_cast<std::size_t>(X.shape(0)), d = static_cast<std::size_t>(X.shape(1));
@@ -134,11 +134,13 @@ py::array_t<double> scores(farray X, carray v, double offset) {
     const auto s1 = X.strides(1) / static_cast<py::ssize_t>(sizeof(double));
     const double* pv = v.data();
     double* po = out.mutable_data();
+    double m = 0.0;
     {
         py::gil_scoped_release release;
-        cf::scores(n, d, px, s0, s1, pv, offset, po);
+        m = cf::scores(n, d, px, s0, s1, pv, offset, po, absmax);
     }
-    return out;
+    if (absmax) return py::make_tuple(out, m);
+    return std::move(out);
 }
 
 // Weighted column means and scatters sum_i p_i (x_ik - mean_k)^2.
@@ -164,7 +166,7 @@ py::tuple weighted_moments(farray X, carray p) {
 PYBIND11_MODULE(_counterfactual_ext, mod) {
     mod.doc() = "Compiled kernels of numtk.counterfactual (private).";
     mod.def("quadratic_knapsack", &quadratic_knapsack, py::arg("w"), py::arg("M"), py::arg("lo"), py::arg("hi"));
-    mod.def("scores", &scores, py::arg("X"), py::arg("v"), py::arg("offset"));
+    mod.def("scores", &scores, py::arg("X"), py::arg("v"), py::arg("offset"), py::arg("absmax") = false);
     mod.def("weighted_moments", &weighted_moments, py::arg("X"), py::arg("p"));
     mod.def("diag_qp", &diag_qp, py::arg("X"), py::arg("scale"), py::arg("centre"), py::arg("tail"), py::arg("m"),
             py::arg("E"), py::arg("e"), py::arg("h"), py::arg("lo"), py::arg("hi"), py::arg("feas_tol"),

@@ -42,7 +42,7 @@ class _Group:
         self._scores, self._moments = scores, weighted_moments
         self.n_w = float(weights.sum())
         self._xbar = self._cdiag = None
-        self.scores = scores(X, w, b)
+        self.scores, self.absmax = scores(X, w, b, True)
         self.m = tau - self.scores                     # margin deficits; valid iff m <= 0
         self.mutable = mutable
         self.Mi = np.flatnonzero(mutable)
@@ -750,7 +750,7 @@ def _polish(g: _Group, A: np.ndarray, c: np.ndarray, rel_tol: float):
     s = g._scores(g.X, A.T @ g.w, float(g.w @ c + g.b))
     # Rounding of a score evaluated in another order is bounded by ~ d eps sum_k |w_k T_k(x)| + |b|:
     # bound max |T_k(x_i)| by max |x| * (max row sum of |A|) + max |c|.
-    tmax = max(abs(float(g.X.max(initial=0.0))), abs(float(g.X.min(initial=0.0)))) * float(np.abs(A).sum(1).max()) + float(np.abs(c).max())
+    tmax = g.absmax * float(np.abs(A).sum(1).max()) + float(np.abs(c).max())
     guard = 4 * (g.d + 1) * np.finfo(float).eps * (float(np.abs(g.w).sum()) * tmax + abs(g.b) + abs(g.tau) + 1.0)
     short = g.tau + guard - float(s.min())
     if short <= 0:

@@ -425,6 +425,9 @@ def test_group_statistics_kernels(shape):
     X = rng.normal(size=(shape[0], 2 * shape[1]))[:, ::2]      # non-contiguous
     v = rng.normal(size=shape[1])
     np.testing.assert_allclose(cscores(X, v, 0.5), X @ v + 0.5, rtol=1e-12, atol=1e-12)
+    out, m = cscores(X, v, 0.5, True)
+    np.testing.assert_allclose(out, X @ v + 0.5, rtol=1e-12, atol=1e-12)
+    assert m == (np.abs(X).max() if X.size else 0.0)
     p = rng.uniform(0.1, 2.0, shape[0])
     mean, scatter = weighted_moments(X, p)
     if shape[0]:

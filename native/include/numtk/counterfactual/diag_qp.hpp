@@ -29,6 +29,8 @@
 #include <utility>
 #include <vector>
 
+#include "numtk/counterfactual/group_stats.hpp"
+
 namespace numtk::counterfactual {
 
 enum class QPStatus : int { optimal = 0, infeasible = 1, max_iter = 2 };
@@ -242,8 +244,7 @@ class DiagQPSolver {
             if (in_w_[i]) continue;
             double s = 0.0;
             if (P_.sx1 == 1) {
-                const T* row = P_.X + static_cast<std::ptrdiff_t>(i) * P_.sx0;
-                for (std::size_t k = 0; k < f; ++k) s += static_cast<double>(row[k]) * v_[k];
+                s = dot_contiguous(P_.X + static_cast<std::ptrdiff_t>(i) * P_.sx0, v_.data(), f);
             } else {
                 for (std::size_t k = 0; k < f; ++k) s += x(i, k) * v_[k];
             }
