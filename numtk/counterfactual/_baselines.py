@@ -13,7 +13,6 @@ The helpers ``_setup``, ``_resolve_pairs`` and ``_pair_sqdist`` are shared with
 
 from __future__ import annotations
 
-import warnings
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,13 +21,12 @@ import numpy as np
 from numtk._lib._result import Result
 from numtk._lib._rng import normalize_rng
 from numtk._lib._validation import as_array, check_bool, check_int, check_option, check_real
-from numtk._lib._warnings import NumtkWarning
 from numtk.counterfactual._common import (
     InfeasibleRecourseError,
     as_points,
     linear_score,
+    mutable_bounds,
     mutable_mask,
-    output_bounds,
     threshold,
 )
 
@@ -42,23 +40,6 @@ _PAIR_CHUNK = 1 << 15
 # shared input handling
 # --------------------------------------------------------------------------------------------
 
-def _weights(w: Any, b: Any) -> tuple[np.ndarray, Any]:
-    """``w`` as a float64 vector (a (1, d) ``coef_`` is accepted) and ``b`` checked as a real."""
-    w = as_array(w, "w", ndim=None)
-    if w.ndim == 2 and w.shape[0] == 1:
-        w = w[0]
-    if w.ndim != 1:
-        raise ValueError(f"`w` must be 1-D of length n_features (or a (1, n_features) coef_); "
-                         f"got shape {w.shape}")
-    w = np.asarray(w, dtype=np.float64)
-    if not np.all(np.isfinite(w)):
-        raise ValueError("`w` must be finite (no NaN or inf)")
-    bb = as_array(b, "b", ndim=None, kinds="iuf")
-    if bb.size != 1:
-        raise ValueError(f"`b` must be a scalar (or an array of one element); got shape {bb.shape}")
-    return w, check_real(bb.reshape(-1)[0].item(), "b")
-
-
 def _setup(X: Any, w: Any, b: Any, *, confidence: Any, margin: Any, target: Any, immutable: Any,
            bounds: Any) -> SimpleNamespace:
     """Validate and normalise the common inputs of the per-point methods.
@@ -67,28 +48,13 @@ def _setup(X: Any, w: Any, b: Any, *, confidence: Any, margin: Any, target: Any,
     ``mask`` (mutable features), ``lo``/``hi`` (length d, +-inf where unbounded, also on immutable
     features, whose bounds are ignored), ``bounded``, ``s`` (scores) and ``m`` (deficits tau - s).
     """
-    w, b = _weights(w, b)
     w, b, _ = linear_score((w, b), target, name="(w, b)")
     tau = threshold(confidence, margin)
     X = as_points(X, "X", n_features=w.shape[0])
     d = X.shape[1]
     mask = mutable_mask(immutable, d)
-    ob = output_bounds(bounds, d)
-    lo = np.full(d, -np.inf)
-    hi = np.full(d, np.inf)
-    if ob is not None:
-        lo, hi = ob
-        if np.any(np.isposinf(lo)) or np.any(np.isneginf(hi)):
-            raise ValueError("`bounds` must not have a lower bound of +inf or an upper bound of -inf")
-        imm = ~mask
-        if imm.any():
-            bad = (X[:, imm] < lo[imm]) | (X[:, imm] > hi[imm])
-            if bad.any():
-                warnings.warn("`bounds` on immutable features are ignored, and the data violate them "
-                              f"at {int(bad.any(axis=0).sum())} immutable feature(s)", NumtkWarning,
-                              stacklevel=3)
-            lo[imm] = -np.inf
-            hi[imm] = np.inf
+    ob = mutable_bounds(bounds, X, mask, stacklevel=4)
+    lo, hi = ob if ob is not None else (np.full(d, -np.inf), np.full(d, np.inf))
     bounded = bool(np.isfinite(lo).any() or np.isfinite(hi).any())
     s = X @ w + b
     return SimpleNamespace(X=X, w=w, b=b, tau=tau, mask=mask, lo=lo, hi=hi, bounded=bounded, s=s,

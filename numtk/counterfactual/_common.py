@@ -10,7 +10,10 @@ from typing import Any
 
 import numpy as np
 
+import warnings
+
 from numtk._lib._validation import as_array, check_finite, check_real
+from numtk._lib._warnings import NumtkWarning
 
 __all__ = [
     "InfeasibleRecourseError",
@@ -19,6 +22,8 @@ __all__ = [
     "mutable_mask",
     "output_bounds",
     "as_points",
+    "coefficients",
+    "mutable_bounds",
 ]
 
 
@@ -46,6 +51,28 @@ def as_points(X: Any, name: str = "X", *, min_rows: int = 1, n_features: int | N
         raise ValueError(f"`{name}` has {arr.shape[1]} features; the classifier has {n_features}")
     check_finite(arr, name)
     return arr
+
+
+def coefficients(w: Any, b: Any, n_features: int | None = None, *, data: str = "X") -> tuple[np.ndarray, float]:
+    """``w`` as a finite float64 vector (a (1, d) ``coef_`` is accepted) and ``b`` as a real number.
+
+    With ``n_features``, ``w`` must have that many coefficients (``data`` names the array they come from).
+    """
+    w = as_array(w, "w", ndim=None)
+    if w.ndim == 2 and w.shape[0] == 1:  # a scikit-learn coef_ of a binary model
+        w = w[0]
+    if w.ndim != 1:
+        raise ValueError(f"`w` must be 1-D of length n_features (or a (1, n_features) coef_); "
+                         f"got shape {w.shape}")
+    if n_features is not None and w.shape[0] != n_features:
+        raise ValueError(f"`w` has {w.shape[0]} coefficients but `{data}` has {n_features} features")
+    w = np.asarray(w, dtype=np.float64)
+    if not np.all(np.isfinite(w)):
+        raise ValueError("`w` must be finite (no NaN or inf)")
+    bb = as_array(b, "b", ndim=None, kinds="iuf")
+    if bb.size != 1:
+        raise ValueError(f"`b` must be a scalar (or an array of one element); got shape {bb.shape}")
+    return w, check_real(bb.reshape(-1)[0].item(), "b")
 
 
 def linear_score(classifier: Any, target: Any = None, *, name: str = "classifier"):
@@ -76,12 +103,7 @@ def linear_score(classifier: Any, target: Any = None, *, name: str = "classifier
         else:
             target, sign = _pair_target(target)
     elif isinstance(classifier, (tuple, list)) and len(classifier) == 2:
-        w = as_array(classifier[0], f"{name}[0] (w)", ndim=None)
-        w = np.asarray(w, dtype=np.float64).reshape(-1).copy()
-        b_arr = np.asarray(classifier[1])
-        if b_arr.size != 1 or b_arr.dtype.kind not in "iuf":
-            raise TypeError(f"`{name}[1]` (b) must be a real number; got {classifier[1]!r}")
-        b = check_real(float(b_arr.reshape(-1)[0]), f"{name}[1] (b)")
+        w, b = coefficients(*classifier)
         target, sign = _pair_target(target)
     else:
         raise TypeError(f"`{name}` must be a fitted binary linear model (with coef_ and intercept_) or a "
@@ -166,6 +188,29 @@ def output_bounds(bounds: Any, n_features: int):
     if np.any(lo > hi):
         k = int(np.flatnonzero(lo > hi)[0])
         raise ValueError(f"`bounds` has lo > hi at feature {k} ({lo[k]} > {hi[k]})")
+    if np.all(np.isneginf(lo)) and np.all(np.isposinf(hi)):
+        return None
+    return lo, hi
+
+
+def mutable_bounds(bounds: Any, X: np.ndarray, mutable: np.ndarray, *, stacklevel: int = 3):
+    """:func:`output_bounds` with the bounds of immutable features dropped (they cannot move).
+
+    Warns when the data already violate a bound on an immutable feature. Returns ``(lo, hi)`` or
+    ``None`` when nothing mutable is bounded.
+    """
+    ob = output_bounds(bounds, X.shape[1])
+    if ob is None:
+        return None
+    lo, hi = ob
+    imm = ~mutable
+    if imm.any():
+        bad = imm & ((X.min(0, initial=np.inf) < lo) | (X.max(0, initial=-np.inf) > hi))
+        if bad.any():
+            warnings.warn("`bounds` on immutable features are ignored; the group violates them at "
+                          f"features {np.flatnonzero(bad).tolist()}", NumtkWarning, stacklevel=stacklevel)
+        lo = np.where(mutable, lo, -np.inf)
+        hi = np.where(mutable, hi, np.inf)
     if np.all(np.isneginf(lo)) and np.all(np.isposinf(hi)):
         return None
     return lo, hi

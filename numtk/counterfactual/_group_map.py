@@ -11,12 +11,13 @@ import numpy as np
 from numtk._lib._estimator import Estimator, check_is_fitted
 from numtk._lib._validation import check_option, check_real
 from numtk._lib._warnings import NumtkWarning
+from numtk.counterfactual import _counterfactual_ext as _ext
 from numtk.counterfactual._common import (
     InfeasibleRecourseError,
     as_points,
     linear_score,
+    mutable_bounds,
     mutable_mask,
-    output_bounds,
     threshold,
 )
 
@@ -37,12 +38,9 @@ class _Group:
     def __init__(self, X, weights, w, b, tau, mutable, bounds):
         self.X, self.p, self.w, self.b, self.tau = X, weights, w, b, tau
         self.n, self.d = X.shape
-        from numtk.counterfactual._counterfactual_ext import scores, weighted_moments
-
-        self._scores, self._moments = scores, weighted_moments
         self.n_w = float(weights.sum())
         self._xbar = self._cdiag = None
-        self.scores, self.absmax = scores(X, w, b, True)
+        self.scores, self.absmax = _ext.scores(X, w, b, True)
         self.m = tau - self.scores                     # margin deficits; valid iff m <= 0
         self.mutable = mutable
         self.Mi = np.flatnonzero(mutable)
@@ -59,13 +57,13 @@ class _Group:
     def xbar(self) -> np.ndarray:
         """The weighted mean of the group (computed on first use, with :meth:`cdiag`)."""
         if self._xbar is None:
-            self._xbar, self._cdiag = self._moments(self.X, self.p)
+            self._xbar, self._cdiag = _ext.weighted_moments(self.X, self.p)
         return self._xbar
 
     def cdiag(self) -> np.ndarray:
         """The diagonal of the scatter matrix C = sum_i p_i (x_i - xbar)(x_i - xbar)^T."""
         if self._cdiag is None:
-            self._xbar, self._cdiag = self._moments(self.X, self.p)
+            self._xbar, self._cdiag = _ext.weighted_moments(self.X, self.p)
         return self._cdiag
 
 
@@ -282,18 +280,7 @@ class GroupCounterfactualMap(Estimator):
         n, d = X.shape
         tau = threshold(self.confidence, self.margin)
         mutable = mutable_mask(self.immutable, d, names)
-        bounds = output_bounds(self.bounds, d)
-        if bounds is not None:
-            lo, hi = bounds
-            imm = ~mutable
-            if np.any(imm & (np.isfinite(lo) | np.isfinite(hi))):
-                bad = imm & ((X.min(0) < lo) | (X.max(0) > hi))
-                if bad.any():
-                    warnings.warn("`bounds` on immutable features are ignored; the group violates them at "
-                                  f"features {np.flatnonzero(bad).tolist()}", NumtkWarning, stacklevel=2)
-            lo = np.where(mutable, lo, -np.inf)
-            hi = np.where(mutable, hi, np.inf)
-            bounds = None if (np.all(np.isneginf(lo)) and np.all(np.isposinf(hi))) else (lo, hi)
+        bounds = mutable_bounds(self.bounds, X, mutable, stacklevel=4)
         weights = _weights(sample_weight, n)
         solver = self.solver
         if solver is not None and not isinstance(solver, str):
@@ -447,8 +434,6 @@ def _raise_infeasible(g: _Group, family: str):
 
 
 def _fit_translation(g: _Group):
-    from numtk.counterfactual._counterfactual_ext import quadratic_knapsack
-
     d = g.d
     Mstar = float(g.m.max())
     if g.bounds is None:
@@ -463,7 +448,7 @@ def _fit_translation(g: _Group):
             raise InfeasibleRecourseError(
                 f"the group is wider than `bounds` along features {k[:10].tolist()}: no translation keeps "
                 "every member inside")
-        C, MU, status = quadratic_knapsack(g.wM, np.array([Mstar]), ell[None, :], up[None, :])
+        C, MU, status = _ext.quadratic_knapsack(g.wM, np.array([Mstar]), ell[None, :], up[None, :])
         if status[0] == 2:
             _raise_infeasible(g, "translation")
         c, mu = C[0], float(MU[0])
@@ -535,12 +520,9 @@ def _fit_diagonal(g: _Group, family: str, K: float, solver: str, est: GroupCount
     zlo = np.concatenate([np.full(nF, klo), np.full(p - nF, -np.inf)])
     zhi = np.concatenate([np.full(nF, khi), np.full(p - nF, np.inf)])
     if solver == "native":
-        from numtk.counterfactual._counterfactual_ext import diag_qp
-
         max_iter = est.max_iter if est.max_iter is not None else 10 * (n + p) + 100
         feas = tol * g.scale_m
-        Xk = Xf if Xf.dtype == np.float64 else np.asarray(Xf, np.float64)
-        z, act, mult, n_iter, status, _ = diag_qp(Xk, scale, centre, tail, g.m, E, e, h, zlo, zhi, feas, int(max_iter))
+        z, act, mult, n_iter, status, _ = _ext.diag_qp(Xf, scale, centre, tail, g.m, E, e, h, zlo, zhi, feas, int(max_iter))
         if status == 1:
             _raise_infeasible(g, family)
         sol_status = "optimal" if status == 0 else "optimal_inaccurate"
@@ -595,7 +577,6 @@ def _cvx_solve(prob, solver, options):
 
 def _reduced_qp_cvxpy(Xf, scale, centre, tail, m, E, e, h, zlo, zhi, solver, options, g):
     cp = _cvxpy()
-    nF = scale.size
     G = np.hstack([(Xf - centre) * scale, np.broadcast_to(tail, (Xf.shape[0], tail.size))])
     z = cp.Variable(h.size)
     cons = [G @ z >= m]
@@ -613,7 +594,6 @@ def _reduced_qp_cvxpy(Xf, scale, centre, tail, m, E, e, h, zlo, zhi, solver, opt
     dual = np.asarray(cons[0].dual_value, dtype=np.float64).reshape(-1)
     active = np.flatnonzero(dual > 1e-7 * max(dual.max(initial=0.0), 1e-300))
     iters = prob.solver_stats.num_iters if prob.solver_stats is not None else 0
-    del nF
     return np.asarray(z.value, dtype=np.float64), active, dual[active], iters or 0, status
 
 
@@ -630,7 +610,6 @@ def _fit_sdp(g: _Group, family: str, K: float, solver: str, est: GroupCounterfac
         built = _build_sdp(g, family, est)
         if cache is not None:
             cache["sdp"] = built
-    cp = _cvxpy()
     prob, U, tail_var, cons, klo, khi = built
     klo.value, khi.value = 1.0 / K - 1.0, K - 1.0
     status = _cvx_solve(prob, solver, est.solver_options)
@@ -653,7 +632,6 @@ def _fit_sdp(g: _Group, family: str, K: float, solver: str, est: GroupCounterfac
     dual = np.asarray(cons[0].dual_value, dtype=np.float64).reshape(-1)
     active = np.flatnonzero(dual > 1e-7 * max(dual.max(initial=0.0), 1e-300))
     iters = prob.solver_stats.num_iters if prob.solver_stats is not None else 0
-    del cp
     A = np.eye(d) + Ufull
     c = delta - Ufull @ g.xbar
     return A, c, dict(status=status, n_iter=iters or 0, active=active, dual=dual[active])
@@ -747,7 +725,7 @@ def _polish(g: _Group, A: np.ndarray, c: np.ndarray, rel_tol: float):
     The members are lifted a few ulps above the threshold, so that evaluating their scores in another
     order (``transform`` then the score, other batch sizes where BLAS rounds differently) keeps them valid.
     """
-    s = g._scores(g.X, A.T @ g.w, float(g.w @ c + g.b))
+    s = _ext.scores(g.X, A.T @ g.w, float(g.w @ c + g.b))
     # Rounding of a score evaluated in another order is bounded by ~ d eps sum_k |w_k T_k(x)| + |b|:
     # bound max |T_k(x_i)| by max |x| * (max row sum of |A|) + max |c|.
     tmax = g.absmax * float(np.abs(A).sum(1).max()) + float(np.abs(c).max())

@@ -19,7 +19,7 @@ import numpy as np
 from numtk._lib._result import Result
 from numtk._lib._rng import normalize_rng
 from numtk._lib._validation import as_array, check_int, check_option, check_real
-from numtk.counterfactual._common import as_points
+from numtk.counterfactual._common import as_points, coefficients
 from numtk.counterfactual._common import threshold as _threshold
 
 __all__ = ["validity", "transport_cost", "distortion_ratios"]
@@ -45,24 +45,6 @@ _CHUNK = 8192
 # --------------------------------------------------------------------------------------------
 # validity and transport cost
 # --------------------------------------------------------------------------------------------
-
-def _weights(w: Any, b: Any, n_features: int) -> tuple[np.ndarray, float]:
-    w = as_array(w, "w", ndim=None)
-    if w.ndim == 2 and w.shape[0] == 1:  # a scikit-learn coef_ of a binary model
-        w = w[0]
-    if w.ndim != 1:
-        raise ValueError(f"`w` must be 1-D of length n_features (or a (1, n_features) coef_); "
-                         f"got shape {w.shape}")
-    if w.shape[0] != n_features:
-        raise ValueError(f"`w` has {w.shape[0]} coefficients but `X_cf` has {n_features} features")
-    w = np.asarray(w, dtype=np.float64)
-    if not np.all(np.isfinite(w)):
-        raise ValueError("`w` must be finite")
-    bb = as_array(b, "b", ndim=None, kinds="iuf")
-    if bb.size != 1:
-        raise ValueError(f"`b` must be a scalar (or an array of one element); got shape {bb.shape}")
-    return w, check_real(bb.reshape(-1)[0].item(), "b")
-
 
 def _sign(target: Any) -> float:
     if isinstance(target, (bool, np.bool_)):
@@ -128,7 +110,7 @@ def validity(X_cf: Any, w: Any, b: Any, threshold: float = 0.8, *, target: int =
     tol = check_real(tol, "tol", low=0.0)
     sign = _sign(target)
     X_cf = as_points(X_cf, "X_cf", min_rows=0)
-    w, b = _weights(w, b, X_cf.shape[1])
+    w, b = coefficients(w, b, X_cf.shape[1], data="X_cf")
     if X_cf.shape[0] == 0:
         return float("nan")
     score = sign * (X_cf @ w + b)
