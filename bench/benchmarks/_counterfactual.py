@@ -113,7 +113,7 @@ def _median_time(fn, repeat, budget):
     return statistics.median(times), value, len(times)
 
 
-def contestants(family, X, w, b, K, big):
+def contestants(family, X, w, b, K):
     out = {"numtk": lambda: numtk_map(family, X, w, b, K)}
     try:
         import cvxpy  # noqa: F401
@@ -142,7 +142,7 @@ def compare(cases, out=print, repeat=9, budget=20.0):
         numtk_map(family, X, w, b, K)  # warm-up (imports)
         out(f"-- {family}, n = {n}, d = {d}, K = {K}")
         t_ref = ref = None
-        for name, fn in contestants(family, X, w, b, K, n * d > 10**5).items():
+        for name, fn in contestants(family, X, w, b, K).items():
             reps = repeat if name in ("numtk", "daqp") or n * d <= 10**4 else 1
             try:
                 t, value, k = _median_time(fn, reps, budget)
