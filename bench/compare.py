@@ -287,6 +287,11 @@ def main(argv=None):
         action="store_true",
         help="also time numtk.counterfactual group maps against cvxpy (Clarabel/OSQP/SCS) and DAQP",
     )
+    parser.add_argument(
+        "--games",
+        action="store_true",
+        help="also time numtk.games against OpenSpiel and HiGHS (NashConv, PE, CFR+, RM+, PSRO)",
+    )
     args = parser.parse_args(argv)
     if args.sizes is None:
         args.sizes = QUICK_SIZES if args.quick else FULL_SIZES
@@ -319,6 +324,10 @@ def main(argv=None):
         from benchmarks._counterfactual import compare as compare_counterfactual
 
         compare_counterfactual(QUICK_CASES if args.quick else CASES)
+    if args.games:
+        from benchmarks._games import compare as compare_games
+
+        compare_games(quick=args.quick)
     print(f"total {time.perf_counter() - start:.1f} s")
 
 

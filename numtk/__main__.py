@@ -15,6 +15,7 @@ DEMOS: dict[str, str] = {
     "kendall": "numtk.stats._demo:run",
     "stage": "numtk.seriation._demo:run",
     "counterfactual": "numtk.counterfactual._demo:run",
+    "psro": "numtk.games._demo:run",
 }
 
 _COLUMNS = ("area", "method", "n", "result", "vs anchor", "speed")

@@ -1,0 +1,219 @@
+"""Nash equilibria of two-player zero-sum games: LP (HiGHS), RM+, CFR+ and double oracle."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+from scipy import optimize, sparse
+
+from numtk._lib import Result, normalize_rng
+from numtk._lib._validation import check_int, check_option, check_real
+from numtk.games import _games_ext
+from numtk.games._lp import LPError, clean_simplex, highs_method_for, solve_matrix_game
+from numtk.games._matrix_games import MatrixGame
+from numtk.games._model import GameModel, model_of
+
+__all__ = ["nash_equilibrium", "NASH_METHODS", "sequence_form_lp"]
+
+NASH_METHODS = ("lp", "rm+", "cfr+", "double_oracle")
+
+
+def sequence_form_lp(model: GameModel, highs_method: str = "highs") -> tuple[np.ndarray, np.ndarray, float]:
+    """Both equilibrium plans and the value of a sequence-form game by one LP.
+
+    ``max_{r0, v} f'v  s.t.  F'v <= A' r0,  E r0 = e,  r0 >= 0``: player 1's best response is
+    dualised, and player 1's plan is minus the marginals of the ``<=`` rows.
+    """
+    s0, _ = model.n_sequences
+    nF = model.F.shape[0]
+    c = np.r_[np.zeros(s0), -model.f]
+    A_ub = sparse.hstack([-model.AT, model.F.T], format="csr")
+    A_eq = sparse.hstack([model.E, sparse.csr_array((model.E.shape[0], nF))], format="csr")
+    bounds = [(0.0, None)] * s0 + [(None, None)] * nF
+    res = optimize.linprog(c, A_ub=A_ub, b_ub=np.zeros(A_ub.shape[0]), A_eq=A_eq, b_eq=model.e, bounds=bounds,
+                           method=highs_method_for(A_ub.shape[0] * 4, highs_method))
+    if res.status != 0:
+        raise LPError(f"HiGHS failed on the sequence-form LP: {res.message}")
+    r0 = np.clip(res.x[:s0], 0.0, None)
+    r1 = np.clip(-res.ineqlin.marginals, 0.0, None)
+    return r0, r1, float(-res.fun)
+
+
+def _restricted_value(model: GameModel, R0: np.ndarray, R1: np.ndarray, highs_method: str):
+    G = R0.T @ (model.A @ R1)
+    return solve_matrix_game(G, highs_method=highs_method)
+
+
+def _double_oracle(model: GameModel, R0: np.ndarray, R1: np.ndarray, tol: float, max_iter: int,
+                   highs_method: str, callback: Callable | None):
+    history = []
+    keys = [{R0[:, j].tobytes() for j in range(R0.shape[1])}, {R1[:, j].tobytes() for j in range(R1.shape[1])}]
+    message = "maximum number of iterations reached"
+    success = False
+    for it in range(1, max_iter + 1):
+        x, y, value = _restricted_value(model, R0, R1, highs_method)
+        r0, r1 = R0 @ x, R1 @ y
+        v0, b0, _ = model.best_response(0, r1)
+        v1, b1, _ = model.best_response(1, r0)
+        gap = max(v0 + v1, 0.0)
+        history.append(gap)
+        new0 = b0.tobytes() not in keys[0]
+        new1 = b1.tobytes() not in keys[1]
+        if callback is not None:
+            try:
+                callback(Result(plans=(r0, r1), value=value, gap=gap, n_iter=it))
+            except StopIteration:
+                message = "stopped by the callback"
+                break
+        if gap <= tol:
+            message, success = "gap below tol", True
+            break
+        if not (new0 or new1):
+            message, success = "no new best response: the restricted equilibrium is an equilibrium", True
+            break
+        if new0:
+            R0 = np.column_stack([R0, b0])
+            keys[0].add(b0.tobytes())
+        if new1:
+            R1 = np.column_stack([R1, b1])
+            keys[1].add(b1.tobytes())
+    return r0, r1, value, it, success, message, np.asarray(history), (R0.shape[1], R1.shape[1])
+
+
+def nash_equilibrium(game: Any, method: str = "lp", *, tol: float | None = None, max_iter: int | None = None,
+                     rng: Any = None, callback: Callable | None = None, options: dict | None = None) -> Result:
+    """A Nash equilibrium of a two-player zero-sum game.
+
+    Parameters
+    ----------
+    game : MatrixGame or extensive-form game
+        Zero-sum (a constant-sum matrix game is shifted to zero-sum).
+    method : {'lp', 'rm+', 'cfr+', 'double_oracle'}
+        ``'lp'`` (default): exact, by HiGHS through :func:`scipy.optimize.linprog`; one LP gives
+        both players' strategies (the second from the duals); extensive-form games use the
+        sequence-form LP (Koller, Megiddo & von Stengel). ``'rm+'``: Regret Matching+ with
+        alternating updates and linear averaging (matrix games; compiled). ``'cfr+'``: CFR+ in
+        sequence form (compiled; on a matrix game it is RM+). ``'double_oracle'``: McMahan, Gordon &
+        Blum's restricted-game iteration with exact best responses (matrix and extensive-form).
+    tol : float, optional
+        Target NashConv (payoff units) of the iterative methods. Defaults: 1e-6 ('rm+', 'cfr+'),
+        1e-9 ('double_oracle').
+    max_iter : int, optional
+        Iteration cap: 100000 for 'rm+', 1000 for 'cfr+', 10000 for 'double_oracle'.
+    rng : None, int or numpy.random.Generator
+        Double oracle only: with an ``rng``, a matrix game's starting strategies are drawn at random
+        (default: the first strategy of each player; extensive-form games start from uniform).
+    callback : callable, optional
+        Double oracle: called with an intermediate Result each iteration; raise ``StopIteration`` to stop.
+    options : dict, optional
+        'lp': ``highs_method`` ('auto' picks dual simplex up to 2.5e5 matrix entries and interior
+        point above; extensive-form games default to 'highs'). 'rm+': ``predictive`` (PRM+),
+        ``check_every`` (10), ``x0``, ``y0``. 'cfr+': ``delay`` (0), ``check_every`` (10).
+
+    Returns
+    -------
+    Result
+        ``strategies`` ((x, y) for a matrix game; one tabular policy for an extensive-form game),
+        ``plans`` (extensive-form: realization plans), ``value`` (for player 0), ``gap`` (the
+        NashConv of the returned profile, always recomputed exactly by best response),
+        ``exploitability`` (gap / 2), ``n_iter``, ``method``, ``success``, ``message``, ``history``
+        (gaps of the iterative methods), ``time``.
+
+    Notes
+    -----
+    The LP returns a vertex: when the equilibrium is not unique this is *an* equilibrium, not a
+    canonical one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numtk.games import KuhnPoker, MatrixGame, nash_equilibrium, rock_paper_scissors
+    >>> res = nash_equilibrium(rock_paper_scissors(bias=(0.5, 0.25, 0.05)))
+    >>> (res.strategies[0] * 16).round(6)
+    array([ 1., 10.,  5.])
+    >>> res = nash_equilibrium(MatrixGame([[2, 1, 5], [-3, -4, -2]]))
+    >>> round(res.value, 9), res.strategies[1]
+    (1.0, array([0., 1., 0.]))
+    >>> res = nash_equilibrium(KuhnPoker())
+    >>> round(res.value, 9), res.gap < 1e-9                # -1/18
+    (-0.055555556, True)
+    """
+    method = check_option(method, "method", NASH_METHODS)
+    model = model_of(game)
+    options = dict(options or {})
+    matrix = isinstance(game, MatrixGame)
+    t0 = time.perf_counter()
+    history = np.empty(0)
+    n_iter, success, message = 1, True, "optimal (HiGHS)"
+    r0 = r1 = None
+
+    if method == "lp":
+        highs_method = options.pop("highs_method", "auto" if matrix else "highs")
+        _no_options(options)
+        if matrix:
+            x, y, value = solve_matrix_game(model.dense, highs_method=highs_method)
+            r0, r1 = model.strategy_plan(x), model.strategy_plan(y)
+        else:
+            r0, r1, value = sequence_form_lp(model, highs_method)
+    elif method == "rm+" or (method == "cfr+" and matrix):
+        if not matrix:
+            raise ValueError("`method='rm+'` solves matrix games; use 'cfr+' for extensive-form games")
+        tol = 1e-6 if tol is None else check_real(tol, "tol", low=0.0)
+        max_iter = 100_000 if max_iter is None else check_int(max_iter, "max_iter", minimum=1)
+        m, n = model.dense.shape
+        predictive = bool(options.pop("predictive", False))
+        check_every = check_int(options.pop("check_every", 10), "options['check_every']", minimum=1)
+        x0 = options.pop("x0", None)
+        y0 = options.pop("y0", None)
+        _no_options(options)
+        x, y, n_iter, gap, history = _games_ext.rm_plus(
+            model.dense, max_iter=max_iter, tol=tol, check_every=check_every, predictive=predictive,
+            x0=None if x0 is None else np.asarray(x0, float), y0=None if y0 is None else np.asarray(y0, float))
+        r0, r1 = model.strategy_plan(clean_simplex(x)), model.strategy_plan(clean_simplex(y))
+        value = model.expected_payoff(r0, r1)
+        success = gap <= tol
+        message = "gap below tol" if success else "maximum number of iterations reached"
+    elif method == "cfr+":
+        tol = 1e-6 if tol is None else check_real(tol, "tol", low=0.0)
+        max_iter = 1000 if max_iter is None else check_int(max_iter, "max_iter", minimum=1)
+        delay = check_int(options.pop("delay", 0), "options['delay']", minimum=0)
+        check_every = check_int(options.pop("check_every", 10), "options['check_every']", minimum=1)
+        _no_options(options)
+        r0, r1, n_iter, gap, history, _ = model.native.cfr_plus(max_iter, tol, check_every, delay)
+        value = model.expected_payoff(r0, r1)
+        success = gap <= tol
+        message = "gap below tol" if success else "maximum number of iterations reached"
+    else:  # double oracle
+        tol = 1e-9 if tol is None else check_real(tol, "tol", low=0.0)
+        max_iter = 10_000 if max_iter is None else check_int(max_iter, "max_iter", minimum=1)
+        highs_method = options.pop("highs_method", "auto")
+        _no_options(options)
+        if matrix:
+            m, n = model.dense.shape
+            if rng is None:
+                i0, j0 = 0, 0
+            else:
+                gen = normalize_rng(rng)
+                i0, j0 = int(gen.integers(m)), int(gen.integers(n))
+            R0, R1 = model.pure_plans([i0], 0), model.pure_plans([j0], 1)
+        else:
+            R0, R1 = (p[:, None] for p in game.policy_to_sequence(game.uniform_policy()))
+        r0, r1, value, n_iter, success, message, history, sizes = _double_oracle(
+            model, R0, R1, tol, max_iter, highs_method, callback)
+    gap = max(model.nash_conv_of_plans(r0, r1), 0.0)
+    if matrix:
+        strategies = (clean_simplex(r0[1:]), clean_simplex(r1[1:]))
+        extra = {}
+    else:
+        strategies = game.sequence_to_policy(r0, r1)
+        extra = {"plans": (r0, r1)}
+    return Result(strategies=strategies, value=float(value), gap=gap, exploitability=gap / 2, n_iter=int(n_iter),
+                  method=method, success=bool(success), message=message, history=np.asarray(history),
+                  time=time.perf_counter() - t0, **extra)
+
+
+def _no_options(options: dict) -> None:
+    if options:
+        raise ValueError(f"`options`: unknown keys {sorted(options)} for this method")

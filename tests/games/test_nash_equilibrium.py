@@ -1,0 +1,116 @@
+"""nash_equilibrium: LP, RM+, CFR+ and double oracle against closed forms, each other and anchors."""
+
+import numpy as np
+import pytest
+
+from numtk.games import (KuhnPoker, LeducPoker, MatrixGame, elo_game, exploitability, nash_conv,
+                         nash_equilibrium, rock_paper_scissors)
+from tests.reference import games as ref
+
+
+@pytest.fixture(scope="module")
+def kuhn():
+    return KuhnPoker()
+
+
+@pytest.fixture(scope="module")
+def leduc():
+    return LeducPoker()
+
+
+def test_closed_forms():
+    res = nash_equilibrium(rock_paper_scissors())
+    np.testing.assert_allclose(res.strategies[0], [1 / 3] * 3, atol=1e-9)
+    np.testing.assert_allclose(res.strategies[1], [1 / 3] * 3, atol=1e-9)
+    assert res.value == pytest.approx(0.0, abs=1e-12) and res.success
+    a, b, c = 0.5, 0.25, 0.05
+    res = nash_equilibrium(rock_paper_scissors(bias=(a, b, c)))
+    np.testing.assert_allclose(res.strategies[0], np.array([c, a, b]) / (a + b + c), atol=1e-9)
+    res = nash_equilibrium(MatrixGame([[2, 1, 5], [-3, -4, -2]]))
+    assert res.value == pytest.approx(1.0)
+    np.testing.assert_allclose(res.strategies[0], [1, 0], atol=1e-12)
+    np.testing.assert_allclose(res.strategies[1], [0, 1, 0], atol=1e-12)
+    res = nash_equilibrium(MatrixGame([[1, -1], [-1, 1]]))          # matching pennies
+    np.testing.assert_allclose(res.strategies[0], [0.5, 0.5], atol=1e-12)
+
+
+def test_duals_equal_the_row_players_own_lp():
+    M = np.random.default_rng(0).uniform(-1, 1, size=(12, 9))
+    res = nash_equilibrium(MatrixGame(M))
+    # Solve the transposed game for the row player directly: its column player's LP is the row's.
+    res_t = nash_equilibrium(MatrixGame(-M.T))
+    assert res.value == pytest.approx(-res_t.value, abs=1e-9)
+    assert ref.matrix_exploitability(M, res.strategies[0], res.strategies[1]) < 1e-9
+    assert ref.matrix_exploitability(M, res_t.strategies[1], res.strategies[1]) < 1e-9
+    assert res.gap < 1e-9
+
+
+def test_against_nashpy_vertex_enumeration():
+    nashpy = pytest.importorskip("nashpy")
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        M = rng.normal(size=(4, 5))                 # generic: non-degenerate almost surely
+        ours = nash_equilibrium(MatrixGame(M))
+        x, y = next(iter(nashpy.Game(M, -M).vertex_enumeration()))
+        assert ours.value == pytest.approx(float(x @ M @ y), abs=1e-9)
+
+
+@pytest.mark.parametrize("method", ["rm+", "cfr+", "double_oracle"])
+def test_iterative_methods_agree_with_lp_on_random_games(method):
+    rng = np.random.default_rng(2)
+    for shape in [(30, 30), (25, 40)]:
+        M = rng.uniform(-1, 1, size=shape)
+        lp = nash_equilibrium(MatrixGame(M))
+        it = nash_equilibrium(MatrixGame(M), method=method, tol=1e-6)
+        assert it.success, it.message
+        assert it.gap <= 1e-6 + 1e-12
+        # |value - LP value| <= the NashConv of the returned profile.
+        assert abs(it.value - lp.value) <= it.gap + 1e-9
+        assert ref.matrix_exploitability(M, *it.strategies) == pytest.approx(it.gap / 2, abs=1e-12)
+
+
+def test_predictive_rm_plus():
+    M = np.random.default_rng(3).uniform(-1, 1, size=(40, 40))
+    res = nash_equilibrium(MatrixGame(M), method="rm+", tol=1e-6, options={"predictive": True})
+    assert res.success and res.gap <= 1e-6
+
+
+def test_double_oracle_on_transitive_game_stops_fast():
+    game = elo_game(200, rng=5)
+    res = nash_equilibrium(game, method="double_oracle")
+    assert res.success and res.gap <= 1e-9 and res.n_iter <= 3
+
+
+def test_kuhn_and_leduc_values(kuhn, leduc):
+    res = nash_equilibrium(kuhn)
+    assert res.value == pytest.approx(-1 / 18, abs=1e-10) and res.gap < 1e-9
+    assert exploitability(kuhn, res.strategies) == pytest.approx(res.gap / 2, abs=1e-12)
+    res = nash_equilibrium(leduc)
+    assert res.value == pytest.approx(-0.085606424078, abs=1e-10) and res.gap < 1e-8
+
+
+def test_cfr_plus_matches_openspiel_accuracy(kuhn, leduc):
+    # OpenSpiel's CFRPlusSolver: Kuhn 1000 iterations -> exploitability 8.7e-5; Leduc 100 -> 1.34e-2.
+    res = nash_equilibrium(kuhn, method="cfr+", max_iter=1000, tol=0.0)
+    assert res.exploitability <= 8.7e-5 and res.n_iter == 1000
+    res = nash_equilibrium(leduc, method="cfr+", max_iter=100, tol=0.0)
+    assert res.exploitability <= 1.34e-2
+    assert nash_conv(leduc, res.strategies) == pytest.approx(res.gap, abs=1e-10)
+    assert res.value == pytest.approx(-0.0856, abs=0.02)
+
+
+def test_efg_double_oracle(kuhn):
+    res = nash_equilibrium(kuhn, method="double_oracle")
+    assert res.success and res.gap <= 1e-9
+    assert res.value == pytest.approx(-1 / 18, abs=1e-9)
+
+
+def test_validation(kuhn):
+    with pytest.raises(ValueError, match="method"):
+        nash_equilibrium(kuhn, method="simplex")
+    with pytest.raises(ValueError, match="cfr"):
+        nash_equilibrium(kuhn, method="rm+")
+    with pytest.raises(ValueError, match="options"):
+        nash_equilibrium(rock_paper_scissors(), options={"bogus": 1})
+    with pytest.raises(ValueError, match="zero-sum"):
+        nash_equilibrium(MatrixGame([[1, 0], [0, 1]], [[1, 0], [0, 2]]))

@@ -1,0 +1,137 @@
+"""The PSRO family with exact oracles: termination, invariants, equivalences, determinism."""
+
+import numpy as np
+import pytest
+
+from numtk.games import (KuhnPoker, colonel_blotto, exploitability, population_exploitability, psro,
+                         random_game_of_skill, rock_paper_scissors)
+from numtk.games._psro import PSRO_VARIANTS
+
+
+@pytest.fixture(scope="module")
+def kuhn():
+    return KuhnPoker()
+
+
+def test_rps_from_rock():
+    res = psro(rock_paper_scissors(), options={"init": [0]})
+    assert res.history["population_size"].tolist() == [1, 2, 3]
+    np.testing.assert_allclose(res.history["pe"], [1.0, 1 / 3, 0.0], atol=1e-9)
+    assert res.status == "equilibrium"
+    assert sorted(res.population.tolist()) == [0, 1, 2]
+    np.testing.assert_allclose(res.strategy.policy, [1 / 3] * 3, atol=1e-9)
+
+
+def test_kuhn_psro_nash_reaches_an_equilibrium(kuhn):
+    res = psro(kuhn, iterations=30)
+    assert res.status == "equilibrium"
+    assert res.history["pe"][-1] <= 1e-9
+    assert res.history["population_size"][-1] <= 18          # prototype: 12 (tie-breaking dependent)
+    assert exploitability(kuhn, res.strategy.policy) <= 1e-8
+
+
+def test_blotto_psro_nash_reaches_zero():
+    game = colonel_blotto(5, 4)
+    for seed in range(3):
+        res = psro(game, iterations=40, rng=seed)
+        assert res.status == "equilibrium" and res.history["pe"][-1] <= 1e-9
+        assert res.history["population_size"][-1] <= 15      # prototype: by 10 in all 5 seeds
+
+
+@pytest.mark.parametrize("variant", PSRO_VARIANTS)
+def test_every_variant_keeps_pe_non_increasing(variant, kuhn):
+    game = random_game_of_skill(40, rng=1) if variant == "psd" else kuhn
+    res = psro(game, variant=variant, iterations=6, n_candidates=4, rng=2)
+    pe = res.history["pe"]
+    assert np.all(np.diff(pe) <= 1e-9) and pe.min() >= -1e-12
+    sizes = res.history["population_size"]
+    assert np.all(np.diff(sizes) >= 1)
+    assert sizes[-1] == len(res.population)
+    # PE equals the LP on the returned population.
+    assert population_exploitability(game, res.population).value == pytest.approx(pe[-1], abs=1e-9)
+    # No duplicate members.
+    R = np.vstack(res.plans)
+    assert np.unique(R.T, axis=0).shape[0] == R.shape[1]
+
+
+def test_anytime_reports_pe(kuhn):
+    res = psro(kuhn, variant="anytime", iterations=8)
+    np.testing.assert_allclose(res.history["exploitability"], res.history["pe"], atol=1e-9)
+    assert np.all(np.diff(res.history["exploitability"]) <= 1e-9)
+
+
+def test_pipeline_equals_psro_with_exact_oracles(kuhn):
+    a = psro(kuhn, variant="psro", iterations=8)
+    b = psro(kuhn, variant="pipeline", iterations=4, options={"n_learners": 2})
+    k = len(b.population)
+    np.testing.assert_array_equal(a.population[:k], b.population)
+
+
+def test_same_rng_same_run():
+    game = random_game_of_skill(30, rng=0)
+    a = psro(game, variant="global", iterations=4, n_candidates=5, rng=7)
+    b = psro(game, variant="global", iterations=4, n_candidates=5, rng=7)
+    np.testing.assert_array_equal(a.population, b.population)
+    np.testing.assert_array_equal(a.history["pe"], b.history["pe"])
+
+
+@pytest.mark.parametrize("meta_solver", ["uniform", "prd", "alpha_rank", "rm+"])
+def test_meta_solvers_run(meta_solver):
+    game = random_game_of_skill(25, rng=3)
+    res = psro(game, meta_solver=meta_solver, iterations=5, rng=0,
+               options={"meta_options": {"iterations": 2000}} if meta_solver == "prd" else None)
+    assert len(res.meta_strategies) == len(res.history["pe"])
+    for sigma, k in zip(res.meta_strategies, res.history["population_size"]):
+        assert sigma.shape == (k,) and sigma.sum() == pytest.approx(1.0)
+
+
+def test_callable_oracle_and_meta_solver(kuhn):
+    """A user oracle built on the public best_response reproduces the exact oracle."""
+    from numtk.games import best_response
+
+    calls = []
+
+    def oracle(game, population, targets, *, rng):
+        calls.append(len(targets))
+        R0, R1 = game.policy_to_sequence(population)
+        out = []
+        for w in targets:
+            mix = game.sequence_to_policy(R0 @ w, R1 @ w)
+            pol = best_response(game, mix, 0).policy
+            pol[game.n_infosets[0]:] = best_response(game, mix, 1).policy[game.n_infosets[0]:]
+            out.append(pol)
+        return out
+
+    mine = psro(kuhn, iterations=5, oracle=oracle, meta_solver=lambda G: np.full(G.shape[0], 1 / G.shape[0]))
+    uniform = psro(kuhn, iterations=5, meta_solver="uniform")
+    assert len(calls) >= 5 and set(calls) == {1}
+    np.testing.assert_array_equal(mine.population, uniform.population)
+    np.testing.assert_allclose(mine.history["pe"], uniform.history["pe"], atol=1e-12)
+
+
+def test_callback_stops_and_progress(kuhn):
+    seen = []
+
+    def callback(res):
+        seen.append(res.history["population_size"][-1])
+        if len(seen) == 3:
+            raise StopIteration
+
+    res = psro(kuhn, iterations=20, callback=callback, progress=False)
+    assert res.status == "callback" and len(seen) == 3
+    res = psro(kuhn, iterations=20, options={"max_policies": 5})
+    assert res.status == "max_policies" and len(res.population) == 5
+
+
+def test_validation(kuhn):
+    with pytest.raises(ValueError, match="variant"):
+        psro(kuhn, variant="dpp")
+    with pytest.raises(ValueError, match="options"):
+        psro(kuhn, options={"bogus": 1})
+    with pytest.raises(ValueError, match="symmetric"):
+        from numtk.games import MatrixGame
+        psro(MatrixGame(np.eye(3)))
+    with pytest.raises(ValueError, match="psd"):
+        psro(kuhn, variant="psd")
+    with pytest.raises(ValueError, match="oracle"):
+        psro(kuhn, oracle="rl")
