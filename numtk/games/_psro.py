@@ -153,7 +153,7 @@ def _initial_population(pop: Population, options: dict, rng: np.random.Generator
 def _meta(pop: Population, meta_solver: Any, rng: np.random.Generator, meta_options: dict) -> np.ndarray:
     if pop.size == 1:
         return np.ones(1)
-    sigma = meta_strategy(pop.G, meta_solver, rng=rng, **meta_options)
+    sigma = meta_strategy(pop.G, meta_solver, populations="shared", rng=rng, **meta_options)
     return clean_simplex(np.asarray(sigma, dtype=np.float64))
 
 
@@ -162,7 +162,7 @@ def _nash(pop: Population, meta_solver: Any, sigma_meta: np.ndarray) -> np.ndarr
         return sigma_meta
     if pop.size == 1:
         return np.ones(1)
-    return clean_simplex(np.asarray(meta_strategy(pop.G, "nash"), dtype=np.float64))
+    return clean_simplex(np.asarray(meta_strategy(pop.G, "nash", populations="shared"), dtype=np.float64))
 
 
 def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle: Any = "exact",
