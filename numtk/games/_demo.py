@@ -80,7 +80,11 @@ def _plot(curves: dict, path: str) -> None:
         for (gg, label), res in curves.items():
             if gg == g:
                 ax.plot(res.history["population_size"], res.history["pe"], marker=".", label=label)
-        ax.set_yscale("symlog", linthresh=1e-3)
+        lowest = min(float(res.history["pe"].min()) for (gg, _), res in curves.items() if gg == g)
+        if lowest > 0:
+            ax.set_yscale("log")
+        else:
+            ax.set_yscale("symlog", linthresh=1e-3)
         ax.set_xlabel("population size")
         ax.set_ylabel("population exploitability")
         ax.set_title(f"{g} poker")
