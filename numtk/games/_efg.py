@@ -147,6 +147,7 @@ class ExtensiveFormGame:
             offset += int(p["parent_sequence"].shape[0])
         player = np.concatenate([np.zeros(n[0], np.int8), np.ones(n[1], np.int8)])
         return {"players": players, "payoff": raw["payoff"], "payoff_T": raw["payoff_T"],
+                "infoset_reach": raw["infoset_reach"],
                 "n_nodes": int(raw["n_nodes"]), "n_terminals": int(raw["n_terminals"]),
                 "max_actions": A, "n_infosets": n,
                 "n_sequences": tuple(int(p["sequence_action"].shape[0]) for p in players),
@@ -241,6 +242,14 @@ class ExtensiveFormGame:
                 The infoset of each sequence, -1 for the empty sequence.
             sequence_action : (ndarray, ndarray) of int32
                 The action id of each sequence, -1 for the empty sequence.
+            infoset_reach : (W0, W1), scipy.sparse.csr_array, shapes (n0, s1) and (n1, s0)
+                Opponent-and-chance reach of each infoset: ``Wp[I, s]`` = sum over the histories
+                ``h`` in player ``p``'s infoset ``I`` at which the opponent's last sequence is
+                ``s`` of the chance probability of ``h``. Against an opponent plan ``q`` (a
+                column of the opponent's plans, or ``R @ x`` for a mixture), ``w = Wp @ q`` gives
+                ``w[I]``, the probability that chance and the opponent lead into ``I`` when ``p``
+                plays to reach it; the probability of reaching ``I`` under a profile is
+                ``w[I] * r_p(parent_sequence[I])``.
 
         Examples
         --------
@@ -253,6 +262,13 @@ class ExtensiveFormGame:
         ((7, 13), array([1., 0., 0.]))
         >>> sf.first_sequence[0]
         array([ 1,  3,  5,  7,  9, 11], dtype=int32)
+        >>> W0, W1 = sf.infoset_reach
+        >>> W0.shape, W1.shape
+        ((6, 13), (6, 13))
+        >>> game = KuhnPoker()
+        >>> r0, r1 = game.policy_to_sequence(game.uniform_policy())
+        >>> game.infoset_keys[0], (W0 @ r1).round(4)  # chance deals the card, player 1 bets after 'p'
+        (['0', '0pb', '1', '1pb', '2', '2pb'], array([0.3333, 0.1667, 0.3333, 0.1667, 0.3333, 0.1667]))
         """
         sf = self._sf
         if sf is None:
@@ -510,6 +526,7 @@ def _assemble(data: dict) -> Result:
     return Result(
         payoff=csr(data["payoff"]),
         payoff_T=csr(data["payoff_T"]),
+        infoset_reach=tuple(csr(t) for t in data["infoset_reach"]),
         constraints=tuple(_constraint_matrix(p) for p in players),
         parent_sequence=tuple(p["parent_sequence"] for p in players),
         first_sequence=tuple(p["first_sequence"] for p in players),

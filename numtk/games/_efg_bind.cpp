@@ -65,6 +65,8 @@ py::dict efg_build(const std::string& name, int n_cards) {
     out["players"] = py::make_tuple(player_dict(std::move(sf.player[0])), player_dict(std::move(sf.player[1])));
     out["payoff"] = csr_tuple(std::move(sf.payoff));
     out["payoff_T"] = csr_tuple(std::move(sf.payoff_T));
+    out["infoset_reach"] = py::make_tuple(csr_tuple(std::move(sf.infoset_reach[0])),
+                                          csr_tuple(std::move(sf.infoset_reach[1])));
     out["n_nodes"] = sf.n_nodes;
     out["n_terminals"] = sf.n_terminals;
     out["max_actions"] = sf.max_actions;
@@ -242,7 +244,8 @@ py::tuple efg_check_policy(py::array_t<double, py::array::c_style> policy,
 
 void bind_efg(py::module_& m) {
     m.def("efg_build", &efg_build, py::arg("name"), py::arg("n_cards") = 0,
-          "Walk the game tree once and return its sequence form (per-player arrays, CSR A and A^T).");
+          "Walk the game tree once and return its sequence form (per-player arrays, CSR A and A^T, and "
+          "the per-player opponent-and-chance reach matrices W_p).");
     m.def("efg_key_strings", &efg_key_strings, py::arg("name"), py::arg("n_cards"), py::arg("player"),
           py::arg("keys"), "Infoset key strings of `player` from the compact uint64 keys.");
     m.def("efg_policy_to_sequence", &efg_policy_to_sequence, py::arg("policy"), py::arg("row_offset"),

@@ -25,6 +25,7 @@ from numtk.games._matrix_games import MatrixGame
 from numtk.games._meta_solvers import meta_strategy
 from numtk.games._model import GameModel, model_of
 from numtk.games._population_exploitability import pe_lp
+from numtk.games._psd import psd_response
 
 __all__ = ["psro", "PSRO_VARIANTS", "Population"]
 
@@ -185,12 +186,19 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
         learners; with exact oracles training is instant and it adds the PSRO-Nash sequence
         ``n_learners`` at a time. ``'anytime'``: the restricted distribution is the PE mixture
         (anytime double oracle, McAleer et al. 2022); add BR to it, or BR(restricted Nash) when that
-        BR is already present. ``'psd'``: PSD-PSRO (Yao et al. 2023) for matrix games: with
-        probability ``options['p_diversity']`` (0.15) the BR to the Nash gets the policy-space
-        diversity bonus ``lambda * min_k KL(e_a || smoothed member k)`` (``'lambda'`` 0.1,
-        ``'epsilon'`` 1e-3). ``'global'``: Global PSRO (Wang et al., ICML 2026): exploration by
-        exact BRs to several meta-strategies, selection by the exact post-expansion PE, plus the
-        rollout exploiter; see :mod:`numtk.games` and the tutorial.
+        BR is already present. ``'psd'``: PSD-PSRO (Yao et al. 2023): with probability
+        ``options['p_diversity']`` (0.15) add the diversity-regularised BR to the restricted Nash,
+        maximising ``u + lambda * min_k sum_I reach(I) KL(pi(.|I) || pi~_k(.|I))`` over the members
+        ``k``, with ``pi~_k = (1 - epsilon) pi_k + epsilon * uniform`` (``'lambda'`` 0.1,
+        ``'epsilon'`` 1e-3) and ``reach(I)`` the probability that pi reaches infoset I against the
+        Nash (own reach times opponent-and-chance reach); otherwise, or when that response is already
+        a member, BR(Nash). On extensive-form games it is the exact anchored reduction: one BR per
+        anchor k to the utilities plus ``lambda * w(I) * (-log pi~_k(a|I))`` (linear for pure pi),
+        keeping the candidate with the largest true objective, each seat separately; on matrix
+        games with pure members it is the exact novelty-bonus maximiser. ``'global'``: Global
+        PSRO (Wang et al., ICML 2026): exploration by exact BRs to several meta-strategies,
+        selection by the exact post-expansion PE, plus the rollout exploiter; see
+        :mod:`numtk.games` and the tutorial.
     meta_solver : str or callable
         ``'nash'``, ``'uniform'``, ``'prd'``, ``'alpha_rank'``, ``'rm+'``, or ``f(G) -> sigma``.
     oracle : 'exact' or callable
@@ -275,9 +283,6 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
     global_options = {k: options.pop(k) for k in ("dirichlet_alpha", "tie_tol", "rollout", "highs_method")
                       if k in options}
     highs_method = global_options.get("highs_method", "auto")
-    if variant == "psd" and not isinstance(game, MatrixGame):
-        raise ValueError("`variant='psd'` is implemented for matrix games only: the exact anchored diversity "
-                         "bonus on extensive-form games needs opponent reach per infoset, not yet available")
     pop = Population(model, game)
     _initial_population(pop, options, gen)
     if options:
@@ -357,7 +362,7 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
                 add_first_new(respond(x_pe[:, None]))
             elif variant == "psd":
                 if gen.random() < p_diversity:
-                    _add_psd_matrix(pop, nash, lam, eps)
+                    pop.add(*psd_response(pop, nash, lam, eps))
                 if pop.size == before:
                     add_first_new(respond(nash[:, None]))
             else:  # global
@@ -380,24 +385,6 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
     finally:
         bar.close()
     return _result(pop, model, meta_strategies, hist, candidate_pe, it, status, message, variant)
-
-
-def _add_psd_matrix(pop: Population, nash: np.ndarray, lam: float, eps: float) -> None:
-    """PSD-PSRO's diversity-regularised best response for pure members of a matrix game.
-
-    For a pure candidate a, ``KL(e_a || (1 - eps) e_k + eps / n) = -log(smoothed_k(a))``, so the
-    bonus ``lambda * min_k KL`` is ``-lambda log(1 - eps + eps/n)`` for members and
-    ``-lambda log(eps/n)`` for new strategies: a novelty bonus on the payoff against the Nash.
-    """
-    model = pop.model
-    n = model.n_sequences[0] - 1
-    u = model.dense @ (pop.R1[1:] @ nash)
-    bonus = np.full(n, -np.log(eps / n) if eps > 0 else np.inf)
-    bonus[np.asarray(pop.members)] = -np.log(1 - eps + eps / n)
-    score = u + lam * bonus
-    best = score.max()
-    a = int(np.flatnonzero(score >= best - 1e-12 * (1 + abs(best)))[0])
-    pop.add(model.pure_plans([a], 0)[:, 0], model.pure_plans([a], 1)[:, 0], a)
 
 
 def _result(pop: Population, model: GameModel, meta_strategies, hist, candidate_pe, it, status, message, variant):

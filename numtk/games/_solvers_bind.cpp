@@ -111,6 +111,28 @@ void bind_solvers(py::module_& m) {
             py::arg("player"), py::arg("opponent_plans"),
             "Best responses of `player` to K opponent plans (n_sequences x K): (values, plans, local actions).")
         .def(
+            "best_response_from_utilities",
+            [](const SequenceFormGame& g, int player, darray c) {
+                if (player != 0 && player != 1) throw std::invalid_argument("`player` must be 0 or 1");
+                const Treeplex& T = g.tree[player];
+                check_plans(c, T.n_sequences, "c");
+                const auto K = std::size_t(c.shape(1));
+                py::array_t<double> values{py::ssize_t(K)};
+                py::array_t<double> plan({py::ssize_t(T.n_sequences), py::ssize_t(K)});
+                py::array_t<index_t> actions({py::ssize_t(T.n_infosets()), py::ssize_t(K)});
+                {
+                    py::gil_scoped_release release;
+                    // The kernel overwrites its utilities: work on a copy, never on the caller's array.
+                    std::vector<double> scratch(c.data(), c.data() + T.n_sequences * K);
+                    numtk::games::best_response_from_utilities(T, scratch.data(), K, values.mutable_data(),
+                                                               plan.mutable_data(), actions.mutable_data());
+                }
+                return py::make_tuple(values, plan, actions);
+            },
+            py::arg("player"), py::arg("c"),
+            "Best responses of `player` given K columns of sequence utilities c (n_sequences x K), e.g. "
+            "A r1 plus a bonus: (values, plans, local actions). `c` is not modified.")
+        .def(
             "nash_conv",
             [](const SequenceFormGame& g, darray r0, darray r1) {
                 if (r0.ndim() != 1 || std::size_t(r0.shape(0)) != g.tree[0].n_sequences)

@@ -270,6 +270,32 @@ def infosets(game):
     return found
 
 
+def infoset_reach(game):
+    """Per player p: ``{(key of p's infoset I, opponent sequence): chance probability}``, summed over
+    the histories in ``I`` whose opponent's last own move is that sequence (``(opponent infoset key,
+    action)``, or ``None`` before the opponent's first move). Probabilities are exact fractions."""
+    found = ({}, {})
+
+    def walk(s, prob, last):
+        who = game.to_move(s)
+        if who == TERMINAL:
+            return
+        if who == CHANCE:
+            for a, p in game.chance(s):
+                walk(game.child(s, a), prob * p, last)
+            return
+        key = game.key(s, who)
+        entry = (key, last[1 - who])
+        found[who][entry] = found[who].get(entry, 0) + prob
+        for a in game.legal(s):
+            moved = list(last)
+            moved[who] = (key, a)
+            walk(game.child(s, a), prob, tuple(moved))
+
+    walk(game.initial(), Fraction(1), (None, None))
+    return found
+
+
 def tree_size(game):
     """(nodes, terminal histories) of the tree."""
     def walk(s):

@@ -7,7 +7,11 @@
 // infosets numbered in discovery order (a parent infoset precedes its children), their parent and
 // first sequences, legal actions and compact keys, plus the payoff matrix
 //     A[s0, s1] = sum over terminals z with seq_0(z) = s0, seq_1(z) = s1 of p_chance(z) * u_0(z)
-// in CSR form (duplicates summed, explicit zeros kept) and its transpose.
+// in CSR form (duplicates summed, explicit zeros kept) and its transpose, and per player p the
+// opponent-and-chance reach matrix
+//     W_p[I, s] = sum over histories h in infoset I of p whose opponent sequence is s of p_chance(h),
+// so that w(I) = (W_p r_{1-p})[I] is the probability that chance and the opponent (playing plan
+// r_{1-p}) bring the game into I, given that p plays to reach it.
 //
 // The tree is never stored: the walk keeps one root-to-node path. Infosets are identified by a 64-bit
 // key: the player's own observation history packed as 4-bit tokens (all tokens are non-zero, so the
@@ -565,6 +569,9 @@ struct SequenceForm {
     PlayerSequences player[2];
     Csr payoff;    // A, n_sequences[0] x n_sequences[1]
     Csr payoff_T;  // A transposed
+    // infoset_reach[p]: n_infosets[p] x n_sequences[1 - p]; entry (I, s) sums the chance probability
+    // of the histories in p's infoset I at which the opponent's last sequence is s.
+    Csr infoset_reach[2];
     std::int64_t n_nodes = 0, n_terminals = 0;
     int max_actions = 0;
 };
@@ -595,6 +602,7 @@ SequenceForm build_sequence_form(const Game& game) {
         ps.sequence_action.push_back(-1);
     }
     std::vector<Triplet> terminals;
+    std::vector<Triplet> reach[2];  // (infoset of p, opponent sequence, chance probability) per history
     std::vector<Frame> stack;
     std::vector<ChanceOutcome> outcomes;
     std::vector<ChanceOutcome> chance_buf(std::size_t(std::max(1, game.max_chance_outcomes())));
@@ -644,6 +652,7 @@ SequenceForm build_sequence_form(const Game& game) {
                 throw std::logic_error("an infoset is reached with two different own histories "
                                        "(the game is not perfect recall)");
             }
+            reach[p].push_back({id, f.seq[1 - p], prob});
             f.first_seq = ps.first_sequence[std::size_t(id)];
             f.n_children = ps.n_actions[std::size_t(id)];
         } else {
@@ -678,6 +687,9 @@ SequenceForm build_sequence_form(const Game& game) {
 
     sf.payoff = csr_from_triplets(sf.player[0].n_sequences(), sf.player[1].n_sequences(), std::move(terminals));
     sf.payoff_T = csr_transpose(sf.payoff);
+    for (int p = 0; p < 2; ++p)
+        sf.infoset_reach[p] = csr_from_triplets(sf.player[p].n_infosets(), sf.player[1 - p].n_sequences(),
+                                                std::move(reach[p]));
     return sf;
 }
 
