@@ -169,7 +169,7 @@ def _nash(pop: Population, meta_solver: Any, sigma_meta: np.ndarray) -> np.ndarr
 def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle: Any = "exact",
          iterations: int = 50, n_candidates: int = 16, rng: Any = None, progress: bool = False,
          callback: Callable | None = None, workers: Any = 1, convention: str = "exploitability",
-         options: dict | None = None) -> Result:
+         populations: str = "shared", options: dict | None = None) -> Result:
     """Policy-Space Response Oracles and its variants, with exact best responses and exact PE.
 
     Parameters
@@ -221,6 +221,12 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
         Global PSRO: spreads the candidate PE LPs.
     convention : {'exploitability', 'nash_conv'}
         Units of ``history['exploitability']``, ``['nash_exploitability']`` and ``['pe']``.
+    populations : {'shared', 'per_player'}
+        ``'shared'`` (default; the paper's setting): each member plays both seats, and a matrix game
+        must be symmetric. ``'per_player'`` (OpenSpiel's ``psro_v2`` default; any zero-sum game,
+        variant ``'psro'`` with the exact oracle): one population per player, the meta-game
+        ``R0' A R1`` and one best response per player per iteration; ``population`` is then a pair
+        and ``history['pe']`` the per-player PE.
     options : dict, optional
         ``init`` (initial members), ``max_policies``, ``tol`` (1e-10), ``record_pe`` (True),
         ``meta_options`` (dict passed to the meta-solver), and the variant options above; Global
@@ -263,11 +269,18 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
         raise TypeError("`meta_solver` must be a name or a callable f(G) -> sigma")
     if not (callable(oracle) or oracle == "exact"):
         raise ValueError("`oracle` must be 'exact' or a callable oracle(game, population, targets, *, rng)")
+    populations = check_option(populations, "populations", ("shared", "per_player"))
     model = model_of(game)
-    if isinstance(game, MatrixGame) and not game.is_symmetric:
-        raise ValueError("`game`: psro runs shared populations, which need a symmetric matrix game "
-                         "(each member plays both seats)")
     gen = normalize_rng(rng)
+    if populations == "per_player":
+        if variant not in ("psro", "pipeline") or oracle != "exact":
+            raise ValueError("`populations='per_player'` runs variant='psro' with the exact oracle (double oracle "
+                             "with the 'nash' meta-solver); the other variants use shared populations")
+        return _psro_per_player(game, model, meta_solver, iterations, gen, progress, callback, convention,
+                                dict(options or {}))
+    if isinstance(game, MatrixGame) and not game.is_symmetric:
+        raise ValueError("`game`: shared populations (each member plays both seats) need a symmetric matrix "
+                         "game; use populations='per_player'")
     options = dict(options or {})
     max_policies = options.pop("max_policies", None)
     if max_policies is not None:
@@ -404,3 +417,119 @@ def _mixture_of(pop: Population, x: np.ndarray, k: int):
     if pop.matrix:
         return clean_simplex(pop.R0[1:, :k] @ x)
     return pop.game.sequence_to_policy(pop.R0[:, :k] @ x, pop.R1[:, :k] @ x)
+
+
+def _psro_per_player(game: Any, model: GameModel, meta_solver: Any, iterations: int, gen: np.random.Generator,
+                     progress: Any, callback: Callable | None, convention: str, options: dict) -> Result:
+    """PSRO with one population per player (double oracle with the Nash meta-solver)."""
+    from numtk.games._population_exploitability import pe_lp
+
+    max_policies = options.pop("max_policies", None)
+    if max_policies is not None:
+        max_policies = check_int(max_policies, "options['max_policies']", minimum=2)
+    tol = check_real(options.pop("tol", 1e-10), "options['tol']", low=0.0)
+    record_pe = check_bool(options.pop("record_pe", True), "options['record_pe']")
+    meta_options = dict(options.pop("meta_options", {}) or {})
+    init = options.pop("init", None)
+    if options:
+        raise ValueError(f"`options`: unknown keys {sorted(options)} (per-player PSRO takes init, max_policies, "
+                         f"tol, record_pe, meta_options)")
+    matrix = not model.extensive
+    if matrix:
+        m, n = model.n_sequences[0] - 1, model.n_sequences[1] - 1
+        ids = (int(gen.integers(m)), int(gen.integers(n))) if init is None else tuple(int(i) for i in init)
+        if not (0 <= ids[0] < m and 0 <= ids[1] < n):
+            raise ValueError(f"`options['init']` must be a pair of strategy ids in [0, {m}) x [0, {n})")
+        R = [model.pure_plans([ids[0]], 0), model.pure_plans([ids[1]], 1)]
+        members: list[list] = [[ids[0]], [ids[1]]]
+    else:
+        start = game.uniform_policy() if init is None else game.check_policy(init, name="options['init']")
+        r0, r1 = game.policy_to_sequence(start)
+        R = [np.asarray(r0, float)[:, None], np.asarray(r1, float)[:, None]]
+        members = [[start], [start]]
+    keys = [{R[p][:, 0].tobytes()} for p in (0, 1)]
+    scale = 2.0 if convention == "nash_conv" else 1.0
+    hist = {k: [] for k in ("population_size", "exploitability", "nash_exploitability", "pe", "n_added", "time")}
+    metas: list = []
+    t0 = time.perf_counter()
+    status, message, n_added, it = "max_iterations", "the iteration budget is spent", 0, 0
+    bar = progress_bar(total=iterations, progress=progress, desc="psro[per_player]")
+    try:
+        while True:
+            G = R[0].T @ (model.A @ R[1])
+            s0, s1 = (np.ones(1), np.ones(1)) if G.size == 1 else meta_strategy(
+                G, meta_solver, populations="per_player", rng=gen, **meta_options)
+            s0, s1 = clean_simplex(np.asarray(s0, float)), clean_simplex(np.asarray(s1, float))
+            if isinstance(meta_solver, str) and meta_solver == "nash" or G.size == 1:
+                n0, n1 = s0, s1
+            else:
+                n0, n1 = (clean_simplex(np.asarray(v, float))
+                          for v in meta_strategy(G, "nash", populations="per_player"))
+            v0, b0, l0 = model.best_response(0, R[1] @ np.column_stack([s1, n1]))
+            v1, b1, l1 = model.best_response(1, R[0] @ np.column_stack([s0, n0]))
+            expl = np.maximum(0.5 * (v0 + v1), 0.0)
+            pe = pe_lp(model, R[0], R[1], populations="per_player")[0] if record_pe else np.nan
+            hist["population_size"].append(R[0].shape[1] + R[1].shape[1])
+            hist["exploitability"].append(scale * expl[0])
+            hist["nash_exploitability"].append(scale * expl[1])
+            hist["pe"].append(scale * pe)
+            hist["n_added"].append(n_added)
+            hist["time"].append(time.perf_counter() - t0)
+            metas.append((s0, s1))
+            if callback is not None and it > 0:
+                callback(Result(history={k: np.asarray(v) for k, v in hist.items()}, n_iter=it))
+            if record_pe and pe <= tol:
+                status, message = "equilibrium", "PE reached tol: the populations' spans hold an equilibrium"
+                break
+            if it >= iterations:
+                break
+            size = R[0].shape[1] + R[1].shape[1]
+            if max_policies is not None and size >= max_policies:
+                status, message = "max_policies", "the policy budget is spent"
+                break
+            n_added = 0
+            for p, plans, local in ((0, b0, l0), (1, b1, l1)):
+                if max_policies is not None and size + n_added >= max_policies:
+                    break
+                for col in (0, 1):               # BR(meta-strategy), else BR(restricted Nash)
+                    r = plans[:, col]
+                    if r.tobytes() in keys[p]:
+                        continue
+                    keys[p].add(r.tobytes())
+                    R[p] = np.column_stack([R[p], r])
+                    if matrix:
+                        members[p].append(int(model.action_ids(p, local[:, col:col + 1])[0, 0]))
+                    else:
+                        members[p].append(_one_player_policy(game, model, p, local[:, col]))
+                    n_added += 1
+                    break
+            it += 1
+            bar.update(1)
+            if n_added == 0:
+                status, message = "equilibrium", "no new best response: the restricted Nash is an equilibrium"
+                break
+    except StopIteration:
+        status, message = "callback", "stopped by the callback"
+    finally:
+        bar.close()
+    history = {k: np.asarray(v, dtype=np.int64 if k in ("population_size", "n_added") else np.float64)
+               for k, v in hist.items()}
+    s0, s1 = metas[-1]
+    if matrix:
+        population = (np.asarray(members[0]), np.asarray(members[1]))
+        policy = (clean_simplex(R[0][1:] @ s0), clean_simplex(R[1][1:] @ s1))
+    else:
+        population = (np.stack(members[0]), np.stack(members[1]))
+        policy = game.sequence_to_policy(R[0] @ s0, R[1] @ s1)
+    return Result(population=population, plans=(R[0], R[1]), meta_game=R[0].T @ (model.A @ R[1]),
+                  meta_strategies=metas, strategy=Result(mixture=(s0, s1), policy=policy), history=history,
+                  n_iter=it, status=status, message=message, variant="psro", populations="per_player")
+
+
+def _one_player_policy(game: Any, model: GameModel, player: int, local: np.ndarray) -> np.ndarray:
+    """A tabular policy whose ``player`` rows are the pure response ``local``; the other rows uniform."""
+    pol = game.uniform_policy()
+    rows = np.arange(model.n_infosets[player]) + (0 if player == 0 else model.n_infosets[0])
+    pol[rows] = 0.0
+    pol[rows, model.action_ids(player, local)] = 1.0
+    return pol

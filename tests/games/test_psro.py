@@ -133,3 +133,21 @@ def test_validation(kuhn):
         psro(MatrixGame(np.eye(3)))
     with pytest.raises(ValueError, match="oracle"):
         psro(kuhn, oracle="rl")
+
+
+def test_per_player_double_oracle():
+    from numtk.games import MatrixGame, nash_equilibrium
+
+    M = np.random.default_rng(5).uniform(-1, 1, size=(30, 20))      # not symmetric, not square
+    res = psro(MatrixGame(M), populations="per_player", iterations=100, rng=0)
+    assert res.status == "equilibrium" and res.history["pe"][-1] <= 1e-9
+    x, y = res.strategy.policy
+    lp = nash_equilibrium(MatrixGame(M))
+    assert x @ M @ y == pytest.approx(lp.value, abs=1e-9)
+    assert np.all(np.diff(res.history["pe"]) <= 1e-9)
+    kuhn = KuhnPoker()
+    res = psro(kuhn, populations="per_player", iterations=100)
+    assert res.status == "equilibrium" and exploitability(kuhn, res.strategy.policy) <= 1e-8
+    assert len(res.population) == 2
+    with pytest.raises(ValueError, match="per_player"):
+        psro(kuhn, populations="per_player", variant="global")
