@@ -50,7 +50,8 @@ void check_simplex(const darray& v, std::size_t len, const char* name) {
 }
 
 py::tuple rm_plus(darray A, std::int64_t max_iter, double tol, std::int64_t check_every, bool predictive,
-                  std::optional<darray> x0, std::optional<darray> y0, std::int64_t transpose_limit) {
+                  std::optional<darray> x0, std::optional<darray> y0, std::int64_t transpose_limit,
+                  int float_storage) {
     const auto [m, n] = check_matrix(A, "A");
     if (max_iter < 0) throw std::invalid_argument("`max_iter` must be >= 0");
     if (check_every < 1) throw std::invalid_argument("`check_every` must be >= 1");
@@ -63,6 +64,15 @@ py::tuple rm_plus(darray A, std::int64_t max_iter, double tol, std::int64_t chec
     opt.predictive = predictive;
     if (transpose_limit >= 0) opt.transpose_limit = std::size_t(transpose_limit);
     const double* pa = A.data();
+    if (float_storage < 0) {
+        // auto: iterate on float32 when tol leaves 8x room over the rounding of A to float, which moves any
+        // gap by at most 2 * 2^-24 * max|A|; the averages' gap is certified on A in double either way.
+        double amax = 0.0;
+        for (std::size_t e = 0; e < m * n; ++e) amax = std::max(amax, std::abs(pa[e]));
+        opt.float_storage = tol >= 8.0 * 2.0 * std::ldexp(1.0, -24) * amax && m * n >= 4096;
+    } else {
+        opt.float_storage = float_storage != 0;
+    }
     const double* px = x0 ? x0->data() : nullptr;
     const double* py_ = y0 ? y0->data() : nullptr;
     numtk::games::RMPlusResult<double> res;
@@ -103,11 +113,13 @@ py::tuple projected_replicator_dynamics(darray A0, darray A1, darray x0, darray 
 void bind_meta(py::module_& m) {
     m.def("rm_plus", &rm_plus, py::arg("A"), py::kw_only(), py::arg("max_iter") = 100000, py::arg("tol") = 1e-6,
           py::arg("check_every") = 10, py::arg("predictive") = false, py::arg("x0") = py::none(),
-          py::arg("y0") = py::none(), py::arg("transpose_limit") = -1,
+          py::arg("y0") = py::none(), py::arg("transpose_limit") = -1, py::arg("float_storage") = -1,
           "RM+ (PRM+ if `predictive`) on the zero-sum game with row payoffs `A`, alternating updates and\n"
           "linear averaging. Returns (x_avg, y_avg, n_iter, gap, gaps): `gap` = max(A y_avg) - min(x_avg' A),\n"
           "the exact NashConv of the averages; `gaps` holds the gap at every `check_every`-th iteration.\n"
-          "A transposed copy of `A` is kept when m * n <= `transpose_limit` (-1: the kernel's default, 2**27).");
+          "A transposed copy of `A` is kept when m * n <= `transpose_limit` (-1: the kernel's default, 2**27).\n"
+          "`float_storage` (-1 auto, 0, 1): iterate on a float32 copy of `A` (auto: when tol >= 9.5e-7 max|A|,\n"
+          "8x the effect of rounding A to float on a gap); the returned gap is always computed on `A` in double.");
     m.def("projected_replicator_dynamics", &projected_replicator_dynamics, py::arg("A0"), py::arg("A1"),
           py::arg("x0"), py::arg("x1"), py::arg("n_iter"), py::arg("dt"), py::arg("gamma"),
           "Projected replicator dynamics with payoff tables A0, A1 both laid out [row action, column action]\n"

@@ -116,3 +116,18 @@ def test_validation(kuhn):
         nash_equilibrium(rock_paper_scissors(), options={"bogus": 1})
     with pytest.raises(ValueError, match="zero-sum"):
         nash_equilibrium(MatrixGame([[1, 0], [0, 1]], [[1, 0], [0, 2]]))
+
+
+def test_rm_plus_float_storage_certifies_its_gap_in_double():
+    from numtk.games import _games_ext
+
+    M = np.random.default_rng(6).uniform(-1, 1, size=(120, 90))
+    runs = {}
+    for fs in (0, 1):
+        x, y, n_iter, gap, gaps = _games_ext.rm_plus(M, tol=1e-5, float_storage=fs)
+        assert gap == pytest.approx((M @ y).max() - (x @ M).min(), abs=1e-15)   # the exact NashConv
+        assert gap <= 1e-5
+        runs[fs] = (x, n_iter)
+    # Rounding A to float32 moves products by ~1e-7: the same run to within a few checks.
+    assert abs(runs[0][1] - runs[1][1]) <= 50
+    np.testing.assert_allclose(runs[0][0], runs[1][0], atol=1e-4)

@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace numtk::games {
@@ -46,6 +47,10 @@ struct RMPlusOptions {
     std::int64_t check_every = 10;    // >= 1
     bool predictive = false;          // PRM+
     std::size_t transpose_limit = std::size_t(1) << 27;  // keep A' when m * n <= this (1 GiB in double)
+    // Iterate on a float copy of A (half the memory traffic of the products that bound the run time).
+    // The averages' gap is still certified on A itself, in T; the caller enables it only when tol is
+    // well above the rounding of A to float (2 * 2^-24 * max|A| on any gap).
+    bool float_storage = false;
 };
 
 template <class T>
@@ -69,40 +74,42 @@ namespace detail {
 
 // out[0:cols] = sum over k of w[idx[k]] * M[idx[k], 0:cols]   (M row-major with leading dimension ld).
 // Rows are taken four at a time so that `out` is loaded and stored once per four rows.
-template <class T, class I>
-void weighted_row_sum(const T* M, std::size_t ld, std::size_t cols, const T* w, const I* idx, std::size_t nidx,
+// M may be stored in a narrower type S than the accumulation type T.
+template <class S, class T, class I>
+void weighted_row_sum(const S* M, std::size_t ld, std::size_t cols, const T* w, const I* idx, std::size_t nidx,
                       T* NUMTK_RESTRICT out) {
     std::fill(out, out + cols, T(0));
     std::size_t k = 0;
     for (; k + 4 <= nidx; k += 4) {
-        const T* NUMTK_RESTRICT r0 = M + std::size_t(idx[k]) * ld;
-        const T* NUMTK_RESTRICT r1 = M + std::size_t(idx[k + 1]) * ld;
-        const T* NUMTK_RESTRICT r2 = M + std::size_t(idx[k + 2]) * ld;
-        const T* NUMTK_RESTRICT r3 = M + std::size_t(idx[k + 3]) * ld;
+        const S* NUMTK_RESTRICT r0 = M + std::size_t(idx[k]) * ld;
+        const S* NUMTK_RESTRICT r1 = M + std::size_t(idx[k + 1]) * ld;
+        const S* NUMTK_RESTRICT r2 = M + std::size_t(idx[k + 2]) * ld;
+        const S* NUMTK_RESTRICT r3 = M + std::size_t(idx[k + 3]) * ld;
         const T w0 = w[idx[k]], w1 = w[idx[k + 1]], w2 = w[idx[k + 2]], w3 = w[idx[k + 3]];
-        for (std::size_t j = 0; j < cols; ++j) out[j] += (w0 * r0[j] + w1 * r1[j]) + (w2 * r2[j] + w3 * r3[j]);
+        for (std::size_t j = 0; j < cols; ++j)
+            out[j] += (w0 * T(r0[j]) + w1 * T(r1[j])) + (w2 * T(r2[j]) + w3 * T(r3[j]));
     }
     for (; k < nidx; ++k) {
-        const T* NUMTK_RESTRICT r0 = M + std::size_t(idx[k]) * ld;
+        const S* NUMTK_RESTRICT r0 = M + std::size_t(idx[k]) * ld;
         const T w0 = w[idx[k]];
-        for (std::size_t j = 0; j < cols; ++j) out[j] += w0 * r0[j];
+        for (std::size_t j = 0; j < cols; ++j) out[j] += w0 * T(r0[j]);
     }
 }
 
 // out[i] = sum_j M[i, j] v[j] for i < rows (dense; four independent partial sums per row).
-template <class T>
-void row_dots(const T* M, std::size_t rows, std::size_t cols, const T* v, T* NUMTK_RESTRICT out) {
+template <class S, class T>
+void row_dots(const S* M, std::size_t rows, std::size_t cols, const T* v, T* NUMTK_RESTRICT out) {
     for (std::size_t i = 0; i < rows; ++i) {
-        const T* NUMTK_RESTRICT r = M + i * cols;
+        const S* NUMTK_RESTRICT r = M + i * cols;
         T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
         std::size_t j = 0;
         for (; j + 4 <= cols; j += 4) {
-            s0 += r[j] * v[j];
-            s1 += r[j + 1] * v[j + 1];
-            s2 += r[j + 2] * v[j + 2];
-            s3 += r[j + 3] * v[j + 3];
+            s0 += T(r[j]) * v[j];
+            s1 += T(r[j + 1]) * v[j + 1];
+            s2 += T(r[j + 2]) * v[j + 2];
+            s3 += T(r[j + 3]) * v[j + 3];
         }
-        for (; j < cols; ++j) s0 += r[j] * v[j];
+        for (; j < cols; ++j) s0 += T(r[j]) * v[j];
         out[i] = (s0 + s1) + (s2 + s3);
     }
 }
@@ -173,11 +180,13 @@ T matrix_game_gap(const T* A, std::size_t m, std::size_t n, const T* x, const T*
     return *std::max_element(Ay.begin(), Ay.end()) - *std::min_element(xA.begin(), xA.end());
 }
 
-// RM+ / PRM+ on the zero-sum game with row payoffs A (m x n, row-major, m, n >= 1). x0 and y0 are the
-// first strategies played (nullptr: uniform); they must be probability vectors.
-template <class T>
-RMPlusResult<T> rm_plus(const T* A, std::size_t m, std::size_t n, const T* x0, const T* y0,
-                        const RMPlusOptions& opt) {
+namespace detail {
+
+// The iteration, with the products read from Ai (A in storage type S; Ai == A when S == T) and the
+// certification read from A in T.
+template <class T, class S>
+RMPlusResult<T> rm_plus_impl(const T* A, const S* Ai, std::size_t m, std::size_t n, const T* x0, const T* y0,
+                             const RMPlusOptions& opt) {
     using detail::weighted_row_sum;
     using Index = std::uint32_t;
     RMPlusResult<T> res;
@@ -185,7 +194,7 @@ RMPlusResult<T> rm_plus(const T* A, std::size_t m, std::size_t n, const T* x0, c
     const std::int64_t max_iter = opt.max_iter < 0 ? 0 : opt.max_iter;
 
     // A transposed copy makes A y a sum of rows too (skipping the columns outside y's support).
-    std::vector<T> At;
+    std::vector<S> At;
     const bool transposed = m * n <= opt.transpose_limit;
     if (transposed) {
         At.resize(m * n);
@@ -194,7 +203,7 @@ RMPlusResult<T> rm_plus(const T* A, std::size_t m, std::size_t n, const T* x0, c
             for (std::size_t j0 = 0; j0 < n; j0 += B) {
                 const std::size_t i1 = std::min(m, i0 + B), j1 = std::min(n, j0 + B);
                 for (std::size_t i = i0; i < i1; ++i)
-                    for (std::size_t j = j0; j < j1; ++j) At[j * m + i] = A[i * n + j];
+                    for (std::size_t j = j0; j < j1; ++j) At[j * m + i] = Ai[i * n + j];
             }
     }
 
@@ -209,12 +218,12 @@ RMPlusResult<T> rm_plus(const T* A, std::size_t m, std::size_t n, const T* x0, c
             const std::size_t ny = detail::support(yy, n, idx.data());
             weighted_row_sum(At.data(), m, m, yy, idx.data(), ny, out);
         } else {
-            detail::row_dots(A, m, n, yy, out);
+            detail::row_dots(Ai, m, n, yy, out);
         }
     };
     auto product_Atx = [&](const T* xx, T* out) {  // out = A'xx
         const std::size_t nx = detail::support(xx, m, idx.data());
-        weighted_row_sum(A, n, n, xx, idx.data(), nx, out);
+        weighted_row_sum(Ai, n, n, xx, idx.data(), nx, out);
     };
     auto exact_gap = [&]() {
         std::vector<T> xb(m), yb(n);
@@ -223,11 +232,17 @@ RMPlusResult<T> rm_plus(const T* A, std::size_t m, std::size_t n, const T* x0, c
         for (std::size_t j = 0; j < n; ++j) sy += Sy[j];
         for (std::size_t i = 0; i < m; ++i) xb[i] = Sx[i] / sx;
         for (std::size_t j = 0; j < n; ++j) yb[j] = Sy[j] / sy;
-        product_Ay(yb.data(), Ay.data());
-        product_Atx(xb.data(), Atx.data());
+        T gap;
+        if constexpr (std::is_same_v<S, T>) {
+            product_Ay(yb.data(), Ay.data());
+            product_Atx(xb.data(), Atx.data());
+            gap = *std::max_element(Ay.begin(), Ay.end()) - *std::min_element(Atx.begin(), Atx.end());
+        } else {
+            gap = matrix_game_gap(A, m, n, xb.data(), yb.data());  // certified on A itself
+        }
         res.x_avg = std::move(xb);
         res.y_avg = std::move(yb);
-        return *std::max_element(Ay.begin(), Ay.end()) - *std::min_element(Atx.begin(), Atx.end());
+        return gap;
     };
 
     product_Atx(x.data(), Atx.data());  // A'x of the current x; the next y step reads it
@@ -276,6 +291,22 @@ RMPlusResult<T> rm_plus(const T* A, std::size_t m, std::size_t n, const T* x0, c
     res.x_last = std::move(x);
     res.y_last = std::move(y);
     return res;
+}
+
+}  // namespace detail
+
+// RM+ / PRM+ on the zero-sum game with row payoffs A (m x n, row-major, m, n >= 1). x0 and y0 are the
+// first strategies played (nullptr: uniform); they must be probability vectors.
+template <class T>
+RMPlusResult<T> rm_plus(const T* A, std::size_t m, std::size_t n, const T* x0, const T* y0,
+                        const RMPlusOptions& opt) {
+    if constexpr (!std::is_same_v<T, float>) {
+        if (opt.float_storage) {
+            std::vector<float> Af(A, A + m * n);
+            return detail::rm_plus_impl<T, float>(A, Af.data(), m, n, x0, y0, opt);
+        }
+    }
+    return detail::rm_plus_impl<T, T>(A, A, m, n, x0, y0, opt);
 }
 
 }  // namespace numtk::games
