@@ -180,9 +180,9 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
         ``'psro'``: add BR(meta-strategy); with ``'nash'`` this is double oracle (finite
         termination, PE 0 at the end). In every variant but ``'global'`` and ``'psd'``, when all
         the variant's responses are already members, BR(restricted Nash) is added instead; the run
-        stops when that too is a member, which certifies the restricted Nash as an equilibrium. ``'psro_rn'``: rectified Nash (Balduzzi et al. 2019), one BR
-        per support member to the Nash restricted to the members it beats or ties; BR(Nash) when none
-        is new. ``'pipeline'``: P-PSRO (McAleer et al. 2020) with ``options['n_learners']`` (2)
+        stops when that too is a member, which certifies the restricted Nash as an equilibrium.
+        ``'psro_rn'``: rectified Nash (Balduzzi et al. 2019), one BR per support member to the Nash
+        restricted to the members it beats or ties; BR(Nash) when none is new. ``'pipeline'``: P-PSRO (McAleer et al. 2020) with ``options['n_learners']`` (2)
         learners; with exact oracles training is instant and it adds the PSRO-Nash sequence
         ``n_learners`` at a time. ``'anytime'``: the restricted distribution is the PE mixture
         (anytime double oracle, McAleer et al. 2022); add BR to it, or BR(restricted Nash) when that
@@ -302,7 +302,7 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
         raise ValueError(f"`options`: unknown keys {sorted(options)}")
 
     scale = 2.0 if convention == "nash_conv" else 1.0
-    hist = {k: [] for k in ("population_size", "exploitability", "nash_exploitability", "pe", "n_added", "time")}
+    hist = {k: [] for k in _HISTORY_KEYS}
     candidate_pe: list[np.ndarray] = []
     meta_strategies: list[np.ndarray] = []
     t0 = time.perf_counter()
@@ -334,12 +334,7 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
                 pe, x_pe = np.nan, None
             reported = x_pe if variant in ("anytime", "global") else sigma
             expl = pop.exploitability(np.column_stack([reported, nash]))
-            hist["population_size"].append(pop.size)
-            hist["exploitability"].append(scale * expl[0])
-            hist["nash_exploitability"].append(scale * expl[1])
-            hist["pe"].append(scale * pe)
-            hist["n_added"].append(n_added)
-            hist["time"].append(time.perf_counter() - t0)
+            _record(hist, pop.size, scale * expl, scale * pe, n_added, time.perf_counter() - t0)
             meta_strategies.append(reported)
             if callback is not None and it > 0:
                 callback(_result(pop, model, meta_strategies, hist, candidate_pe, it, "running", "", variant))
@@ -400,9 +395,22 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
     return _result(pop, model, meta_strategies, hist, candidate_pe, it, status, message, variant)
 
 
+_HISTORY_KEYS = ("population_size", "exploitability", "nash_exploitability", "pe", "n_added", "time")
+
+
+def _record(hist: dict, size: int, expl: np.ndarray, pe: float, n_added: int, elapsed: float) -> None:
+    """Append one population's entry: ``expl`` holds the reported mixture's and the restricted Nash's."""
+    for key, value in zip(_HISTORY_KEYS, (size, expl[0], expl[1], pe, n_added, elapsed)):
+        hist[key].append(value)
+
+
+def _history_arrays(hist: dict) -> dict:
+    return {k: np.asarray(v, dtype=np.int64 if k in ("population_size", "n_added") else np.float64)
+            for k, v in hist.items()}
+
+
 def _result(pop: Population, model: GameModel, meta_strategies, hist, candidate_pe, it, status, message, variant):
-    history = {k: np.asarray(v, dtype=np.int64 if k in ("population_size", "n_added") else np.float64)
-               for k, v in hist.items()}
+    history = _history_arrays(hist)
     if variant == "global":
         history["candidate_pe"] = list(candidate_pe)
     final = meta_strategies[-1]
@@ -449,7 +457,7 @@ def _psro_per_player(game: Any, model: GameModel, meta_solver: Any, iterations: 
         members = [[start], [start]]
     keys = [{R[p][:, 0].tobytes()} for p in (0, 1)]
     scale = 2.0 if convention == "nash_conv" else 1.0
-    hist = {k: [] for k in ("population_size", "exploitability", "nash_exploitability", "pe", "n_added", "time")}
+    hist = {k: [] for k in _HISTORY_KEYS}
     metas: list = []
     t0 = time.perf_counter()
     status, message, n_added, it = "max_iterations", "the iteration budget is spent", 0, 0
@@ -469,21 +477,16 @@ def _psro_per_player(game: Any, model: GameModel, meta_solver: Any, iterations: 
             v1, b1, l1 = model.best_response(1, R[0] @ np.column_stack([s0, n0]))
             expl = np.maximum(0.5 * (v0 + v1), 0.0)
             pe = pe_lp(model, R[0], R[1], populations="per_player")[0] if record_pe else np.nan
-            hist["population_size"].append(R[0].shape[1] + R[1].shape[1])
-            hist["exploitability"].append(scale * expl[0])
-            hist["nash_exploitability"].append(scale * expl[1])
-            hist["pe"].append(scale * pe)
-            hist["n_added"].append(n_added)
-            hist["time"].append(time.perf_counter() - t0)
+            size = R[0].shape[1] + R[1].shape[1]
+            _record(hist, size, scale * expl, scale * pe, n_added, time.perf_counter() - t0)
             metas.append((s0, s1))
             if callback is not None and it > 0:
-                callback(Result(history={k: np.asarray(v) for k, v in hist.items()}, n_iter=it))
+                callback(Result(history=_history_arrays(hist), n_iter=it))
             if record_pe and pe <= tol:
                 status, message = "equilibrium", "PE reached tol: the populations' spans hold an equilibrium"
                 break
             if it >= iterations:
                 break
-            size = R[0].shape[1] + R[1].shape[1]
             if max_policies is not None and size >= max_policies:
                 status, message = "max_policies", "the policy budget is spent"
                 break
@@ -512,8 +515,7 @@ def _psro_per_player(game: Any, model: GameModel, meta_solver: Any, iterations: 
         status, message = "callback", "stopped by the callback"
     finally:
         bar.close()
-    history = {k: np.asarray(v, dtype=np.int64 if k in ("population_size", "n_added") else np.float64)
-               for k, v in hist.items()}
+    history = _history_arrays(hist)
     s0, s1 = metas[-1]
     if matrix:
         population = (np.asarray(members[0]), np.asarray(members[1]))
