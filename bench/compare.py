@@ -292,6 +292,11 @@ def main(argv=None):
         action="store_true",
         help="also time numtk.games against OpenSpiel and HiGHS (NashConv, PE, CFR+, RM+, PSRO)",
     )
+    parser.add_argument(
+        "--ftt",
+        action="store_true",
+        help="also time numtk.ftt (FunctionalTT evaluation against a NumPy einsum reference, one ALS sweep)",
+    )
     args = parser.parse_args(argv)
     if args.sizes is None:
         args.sizes = QUICK_SIZES if args.quick else FULL_SIZES
@@ -328,6 +333,10 @@ def main(argv=None):
         from benchmarks._games import compare as compare_games
 
         compare_games(quick=args.quick)
+    if args.ftt:
+        from benchmarks._ftt import compare as compare_ftt
+
+        compare_ftt(quick=args.quick)
     print(f"total {time.perf_counter() - start:.1f} s")
 
 

@@ -8,6 +8,7 @@ imports no optional dependency.
 ``numtk.stats``            Kendall's tau (a SciPy drop-in), Kendall distance, bounds
 ``numtk.seriation``        STAGE ordering of point clouds along curves (in progress)
 ``numtk.counterfactual``   group counterfactual maps for linear classifiers
+``numtk.ftt``              functional tensor trains: low-rank regression, derivatives, integrals
 ``numtk.datasets``         small shipped datasets with their licences
 =========================  ==========================================================
 """
@@ -19,7 +20,7 @@ import sys
 from typing import Any
 
 # Areas that exist (later areas add themselves here as they land).
-submodules = ["stats", "seriation", "counterfactual", "games", "datasets"]
+submodules = ["stats", "seriation", "counterfactual", "games", "ftt", "datasets"]
 
 __all__ = submodules + ["__version__", "show_config"]
 

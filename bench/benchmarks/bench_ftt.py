@@ -1,0 +1,46 @@
+"""asv benchmarks of numtk.ftt: FTT evaluation against the NumPy einsum reference, and ALS sweeps."""
+
+import numpy as np
+
+from benchmarks._ftt import als_problem, make_tt, numpy_evaluate, numtk_als_sweep, numtk_evaluate, numtk_tt
+
+
+class Evaluate:
+    """Values + gradient + Laplacian of a random rank-r Legendre FTT (spec case: M = 1e5, d = 32, n = 16, r = 4)."""
+
+    params = ([10_000, 100_000], [8, 32], [4])
+    param_names = ["M", "d", "r"]
+    timeout = 300
+
+    def setup(self, M, d, r):
+        self.cores = make_tt(d, 16, r)
+        self.f = numtk_tt(self.cores)
+        self.X = np.random.default_rng(1).uniform(-1, 1, (M, d))
+
+    def time_numtk(self, M, d, r):
+        numtk_evaluate(self.f, self.X)
+
+    def time_numtk_predict(self, M, d, r):
+        self.f.predict(self.X)
+
+    def time_numpy_einsum(self, M, d, r):
+        numpy_evaluate(self.X, self.cores)
+
+
+class ALSSweep:
+    """One ALS sweep (spec case: M = 2e4, d = 32, n = 12, r = 4)."""
+
+    params = ([5_000, 20_000], [32], [2, 4])
+    param_names = ["M", "d", "r"]
+    timeout = 300
+    number = 1
+    repeat = (1, 3, 60.0)
+
+    def setup(self, M, d, r):
+        self.X, self.y = als_problem(M, d, 12, r)
+
+    def time_sweep(self, M, d, r):
+        numtk_als_sweep(self.X, self.y, 12, r)
+
+    def track_val_rmse(self, M, d, r):
+        return numtk_als_sweep(self.X, self.y, 12, r).history_[-1]["val_rmse"]

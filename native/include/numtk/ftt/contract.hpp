@@ -1,0 +1,248 @@
+// Evaluation of a functional tensor train f(x) = G_1(x_1) ... G_d(x_d), G_k(x) = sum_i C_k[:, i, :] phi_i(x),
+// with its gradient and Laplacian in one prefix/suffix pass, plus the per-site contractions used by ALS.
+// Pure C++17, no Python; templates on the float type.
+//
+// Cores are passed transposed to (n_k, r_{k-1}, r_k) row-major ("Ct"), so G_k = Phi_k Ct_k is a sum of n_k
+// contiguous axpys of length r_{k-1} r_k. Points are processed in blocks of kBlock laid out
+// structure-of-arrays ([component][point]) so the inner loops run over points and vectorise for any rank.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "numtk/ftt/basis.hpp"
+#include "numtk/parallel.hpp"
+
+namespace numtk::ftt {
+
+template <class T>
+struct TrainView {
+    int d = 0;
+    const Basis1D<T>* basis = nullptr;  // d entries
+    const T* const* cores_t = nullptr;  // d pointers to (n_k, r_{k-1}, r_k) row-major
+    const int* ranks = nullptr;         // d + 1 entries, ranks[0] = ranks[d] = 1
+};
+
+constexpr std::size_t kBlock = 32;
+
+// f (M), grad (M, d) row-major and lap (M) at the points X[m * sx0 + k * sx1]; grad/lap may be null.
+template <class T>
+void evaluate(const TrainView<T>& tt, std::size_t M, const T* X, std::ptrdiff_t sx0, std::ptrdiff_t sx1, T* f,
+              T* grad, T* lap, int threads = 1) {
+    const int d = tt.d;
+    const bool deriv = grad != nullptr || lap != nullptr;
+    int nmax = 1, rmax = 1;
+    std::size_t gsize = 0, rsize = 0;
+    for (int k = 0; k < d; ++k) {
+        nmax = std::max(nmax, tt.basis[k].n);
+        gsize += std::size_t(tt.ranks[k]) * std::size_t(tt.ranks[k + 1]);
+        rsize += std::size_t(tt.ranks[k]);
+    }
+    for (int k = 0; k <= d; ++k) rmax = std::max(rmax, tt.ranks[k]);
+    const std::size_t nblocks = (M + kBlock - 1) / kBlock;
+    const std::size_t B = kBlock;
+
+    parallel_for_chunks(nblocks, threads, [&](int, std::size_t blo, std::size_t bhi) {
+        // per-thread work space
+        std::vector<T> G(deriv ? gsize * B : std::size_t(rmax) * rmax * B);  // G_k blocks (all k if deriv)
+        std::vector<T> R((rsize + 1) * B);                                    // suffixes R_k, k = 0..d
+        std::vector<T> phi(std::size_t(nmax) * B), dphi(std::size_t(nmax) * B), ddphi(std::size_t(nmax) * B);
+        std::vector<T> pv(3 * std::size_t(nmax)), scratch(2 * std::size_t(nmax));
+        std::vector<T> L(std::size_t(rmax) * B), Lnew(std::size_t(rmax) * B);
+        std::vector<T> tbuf(std::size_t(rmax) * B), w(std::size_t(nmax) * B), acc(B);
+        std::vector<std::size_t> goff(std::size_t(d) + 1), roff(std::size_t(d) + 1);
+        {
+            std::size_t g = 0, r = 0;
+            for (int k = 0; k < d; ++k) {
+                goff[std::size_t(k)] = deriv ? g : 0;
+                roff[std::size_t(k)] = r;
+                g += std::size_t(tt.ranks[k]) * std::size_t(tt.ranks[k + 1]);
+                r += std::size_t(tt.ranks[k]);
+            }
+            roff[std::size_t(d)] = r;
+        }
+        for (std::size_t blk = blo; blk < bhi; ++blk) {
+            const std::size_t m0 = blk * B;
+            const std::size_t nb = std::min(B, M - m0);
+            // ---- backward pass: G_k = Phi_k Ct_k and suffixes R_k = G_k R_{k+1}
+            T* Rd = R.data() + roff[std::size_t(d)] * B;
+            for (std::size_t b = 0; b < B; ++b) Rd[b] = T(1);
+            for (int k = d - 1; k >= 0; --k) {
+                const Basis1D<T>& bs = tt.basis[k];
+                const std::size_t n = std::size_t(bs.n), ra = std::size_t(tt.ranks[k]),
+                                  rb = std::size_t(tt.ranks[k + 1]), rr = ra * rb;
+                for (std::size_t b = 0; b < nb; ++b) {
+                    const T x = X[std::ptrdiff_t(m0 + b) * sx0 + std::ptrdiff_t(k) * sx1];
+                    basis_point(bs, x, pv.data(), static_cast<T*>(nullptr), static_cast<T*>(nullptr), scratch.data());
+                    for (std::size_t i = 0; i < n; ++i) phi[i * B + b] = pv[i];
+                }
+                for (std::size_t b = nb; b < B; ++b)
+                    for (std::size_t i = 0; i < n; ++i) phi[i * B + b] = T(0);
+                T* Gk = G.data() + goff[std::size_t(k)] * B;
+                std::fill(Gk, Gk + rr * B, T(0));
+                const T* C = tt.cores_t[k];
+                for (std::size_t i = 0; i < n; ++i) {
+                    const T* ph = phi.data() + i * B;
+                    for (std::size_t q = 0; q < rr; ++q) {
+                        const T c = C[i * rr + q];
+                        if (c == T(0)) continue;
+                        T* g = Gk + q * B;
+                        for (std::size_t b = 0; b < B; ++b) g[b] += c * ph[b];
+                    }
+                }
+                const T* Rn = R.data() + roff[std::size_t(k) + 1] * B;
+                T* Rk = R.data() + roff[std::size_t(k)] * B;
+                for (std::size_t a = 0; a < ra; ++a) {
+                    T* out = Rk + a * B;
+                    std::fill(out, out + B, T(0));
+                    for (std::size_t c = 0; c < rb; ++c) {
+                        const T* g = Gk + (a * rb + c) * B;
+                        const T* rn = Rn + c * B;
+                        for (std::size_t b = 0; b < B; ++b) out[b] += g[b] * rn[b];
+                    }
+                }
+            }
+            for (std::size_t b = 0; b < nb; ++b) f[m0 + b] = R[b];  // R_0 (rank 1)
+            if (!deriv) continue;
+            // ---- forward pass: w_i = L_{k-1} Ct_k[i] R_{k+1}; d_k f = phi'.w, d_kk f = phi''.w
+            std::fill(acc.begin(), acc.end(), T(0));
+            for (std::size_t b = 0; b < B; ++b) L[b] = T(1);
+            for (int k = 0; k < d; ++k) {
+                const Basis1D<T>& bs = tt.basis[k];
+                const std::size_t n = std::size_t(bs.n), ra = std::size_t(tt.ranks[k]),
+                                  rb = std::size_t(tt.ranks[k + 1]), rr = ra * rb;
+                for (std::size_t b = 0; b < nb; ++b) {
+                    const T x = X[std::ptrdiff_t(m0 + b) * sx0 + std::ptrdiff_t(k) * sx1];
+                    T* v = pv.data();
+                    T* v1 = v + nmax;
+                    T* v2 = v1 + nmax;
+                    basis_point(bs, x, v, v1, lap ? v2 : static_cast<T*>(nullptr), scratch.data());
+                    for (std::size_t i = 0; i < n; ++i) {
+                        dphi[i * B + b] = v1[i];
+                        ddphi[i * B + b] = lap ? v2[i] : T(0);
+                    }
+                }
+                for (std::size_t b = nb; b < B; ++b)
+                    for (std::size_t i = 0; i < n; ++i) dphi[i * B + b] = ddphi[i * B + b] = T(0);
+                const T* C = tt.cores_t[k];
+                const T* Rn = R.data() + roff[std::size_t(k) + 1] * B;
+                for (std::size_t i = 0; i < n; ++i) {
+                    // tbuf[c] = sum_a L[a] C[i, a, c]
+                    std::fill(tbuf.begin(), tbuf.begin() + std::ptrdiff_t(rb * B), T(0));
+                    for (std::size_t a = 0; a < ra; ++a) {
+                        const T* la = L.data() + a * B;
+                        for (std::size_t c = 0; c < rb; ++c) {
+                            const T cc = C[i * rr + a * rb + c];
+                            if (cc == T(0)) continue;
+                            T* t = tbuf.data() + c * B;
+                            for (std::size_t b = 0; b < B; ++b) t[b] += cc * la[b];
+                        }
+                    }
+                    T* wi = w.data() + i * B;
+                    std::fill(wi, wi + B, T(0));
+                    for (std::size_t c = 0; c < rb; ++c) {
+                        const T* t = tbuf.data() + c * B;
+                        const T* rn = Rn + c * B;
+                        for (std::size_t b = 0; b < B; ++b) wi[b] += t[b] * rn[b];
+                    }
+                }
+                if (grad) {
+                    for (std::size_t b = 0; b < nb; ++b) {
+                        T s = T(0);
+                        for (std::size_t i = 0; i < n; ++i) s += dphi[i * B + b] * w[i * B + b];
+                        grad[(m0 + b) * std::size_t(d) + std::size_t(k)] = s;
+                    }
+                }
+                if (lap) {
+                    for (std::size_t i = 0; i < n; ++i) {
+                        const T* p2 = ddphi.data() + i * B;
+                        const T* wi = w.data() + i * B;
+                        for (std::size_t b = 0; b < B; ++b) acc[b] += p2[b] * wi[b];
+                    }
+                }
+                if (k + 1 < d) {
+                    const T* Gk = G.data() + goff[std::size_t(k)] * B;
+                    for (std::size_t c = 0; c < rb; ++c) {
+                        T* out = Lnew.data() + c * B;
+                        std::fill(out, out + B, T(0));
+                        for (std::size_t a = 0; a < ra; ++a) {
+                            const T* g = Gk + (a * rb + c) * B;
+                            const T* la = L.data() + a * B;
+                            for (std::size_t b = 0; b < B; ++b) out[b] += la[b] * g[b];
+                        }
+                    }
+                    std::swap(L, Lnew);
+                }
+            }
+            if (lap)
+                for (std::size_t b = 0; b < nb; ++b) lap[m0 + b] = acc[b];
+        }
+    });
+}
+
+// ---- ALS site contractions (row-major dense arrays; C is (ra, n, rb) row-major) ----
+
+// out[m, c] = sum_{a,i} L[m, a] Phi[m, i] C[a, i, c]   (left interface of the next core)
+template <class T>
+void interface_left(std::size_t M, std::size_t ra, std::size_t n, std::size_t rb, const T* L, const T* Phi,
+                    const T* C, T* out) {
+    for (std::size_t m = 0; m < M; ++m) {
+        T* o = out + m * rb;
+        for (std::size_t c = 0; c < rb; ++c) o[c] = T(0);
+        const T* l = L + m * ra;
+        const T* p = Phi + m * n;
+        for (std::size_t a = 0; a < ra; ++a)
+            for (std::size_t i = 0; i < n; ++i) {
+                const T coef = l[a] * p[i];
+                const T* cr = C + (a * n + i) * rb;
+                for (std::size_t c = 0; c < rb; ++c) o[c] += coef * cr[c];
+            }
+    }
+}
+
+// out[m, a] = sum_{i,c} C[a, i, c] Phi[m, i] R[m, c]   (right interface of the previous core)
+template <class T>
+void interface_right(std::size_t M, std::size_t ra, std::size_t n, std::size_t rb, const T* R, const T* Phi,
+                     const T* C, T* out) {
+    for (std::size_t m = 0; m < M; ++m) {
+        const T* r = R + m * rb;
+        const T* p = Phi + m * n;
+        T* o = out + m * ra;
+        for (std::size_t a = 0; a < ra; ++a) {
+            T s = T(0);
+            for (std::size_t i = 0; i < n; ++i) {
+                const T* cr = C + (a * n + i) * rb;
+                T t = T(0);
+                for (std::size_t c = 0; c < rb; ++c) t += cr[c] * r[c];
+                s += p[i] * t;
+            }
+            o[a] = s;
+        }
+    }
+}
+
+// out[m] = sum_{a,i,c} L[m, a] Phi[m, i] C[a, i, c] R[m, c]   (the model's values with core C in place)
+template <class T>
+void site_values(std::size_t M, std::size_t ra, std::size_t n, std::size_t rb, const T* L, const T* Phi,
+                 const T* R, const T* C, T* out) {
+    for (std::size_t m = 0; m < M; ++m) {
+        const T* l = L + m * ra;
+        const T* p = Phi + m * n;
+        const T* r = R + m * rb;
+        T s = T(0);
+        for (std::size_t a = 0; a < ra; ++a) {
+            T sa = T(0);
+            for (std::size_t i = 0; i < n; ++i) {
+                const T* cr = C + (a * n + i) * rb;
+                T t = T(0);
+                for (std::size_t c = 0; c < rb; ++c) t += cr[c] * r[c];
+                sa += p[i] * t;
+            }
+            s += l[a] * sa;
+        }
+        out[m] = s;
+    }
+}
+
+}  // namespace numtk::ftt

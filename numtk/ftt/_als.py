@@ -1,0 +1,275 @@
+"""Alternating least squares with rank adaptation for :class:`numtk.ftt.FunctionalTT` (spec §2.7).
+
+The cores are kept in the mixed-canonical gauge: every core left of the one being solved is
+left-orthonormal and every core right of it right-orthonormal, in the orthonormal coordinates of the
+bases (B-spline coefficients are mapped through the upper Cholesky factor of their Gram matrix). The
+normal equations of one core are assembled in row chunks by the compiled kernel, which writes only the
+distinct products of the Kronecker factors L (x) phi (x) R; one BLAS GEMM per chunk finishes them. The
+full design matrix is never formed.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import scipy.linalg
+
+from numtk._lib import progress_bar
+
+CHUNK = 4096
+
+
+# ---------------------------------------------------------------------------------------------------------
+# gauge helpers (orthonormal coordinates: c_tilde = U c for B-splines, identity otherwise)
+
+def to_orth(core: np.ndarray, U: np.ndarray | None) -> np.ndarray:
+    return core if U is None else np.einsum("ij,ajc->aic", U, core)
+
+
+def from_orth(core: np.ndarray, U: np.ndarray | None) -> np.ndarray:
+    if U is None:
+        return core
+    ra, n, rb = core.shape
+    flat = np.moveaxis(core, 1, 0).reshape(n, ra * rb)
+    sol = scipy.linalg.solve_triangular(U, flat, lower=False)
+    return np.moveaxis(sol.reshape(n, ra, rb), 0, 1).copy()
+
+
+def left_qr(core: np.ndarray, U: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Left-orthonormalise: core = Q R with Q (ra, n, r') left-orthonormal; returns (Q, R)."""
+    ra, n, rb = core.shape
+    q, r = np.linalg.qr(to_orth(core, U).reshape(ra * n, rb))
+    return from_orth(q.reshape(ra, n, q.shape[1]), U), r
+
+
+def right_qr(core: np.ndarray, U: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Right-orthonormalise: core = R^T Q with Q (r', n, rb) right-orthonormal; returns (Q, R^T)."""
+    ra, n, rb = core.shape
+    q, r = np.linalg.qr(to_orth(core, U).reshape(ra, n * rb).T)
+    return from_orth(q.T.reshape(q.shape[1], n, rb), U), r.T
+
+
+def absorb_right(rmat: np.ndarray, core: np.ndarray) -> np.ndarray:
+    """rmat (r', ra) times core (ra, n, rb) along the left rank."""
+    return np.einsum("ij,jnc->inc", rmat, core)
+
+
+def absorb_left(core: np.ndarray, rmat: np.ndarray) -> np.ndarray:
+    """core (ra, n, rb) times rmat (rb, r') along the right rank."""
+    return np.einsum("anj,jc->anc", core, rmat)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# normal equations
+
+@lru_cache(maxsize=256)
+def _gather_index(ra: int, n: int, rb: int) -> np.ndarray:
+    """Flat indices into S (pairs(ra) * pairs(rb), pairs(n)) giving the P x P normal matrix."""
+
+    def pair(r):
+        i, j = np.meshgrid(np.arange(r), np.arange(r), indexing="ij")
+        lo, hi = np.minimum(i, j), np.maximum(i, j)
+        return lo * r - lo * (lo - 1) // 2 + (hi - lo)
+
+    pa, pn, pc = pair(ra), pair(n), pair(rb)
+    nb, nn = rb * (rb + 1) // 2, n * (n + 1) // 2
+    # G[(a,i,c),(a2,i2,c2)]
+    idx = ((pa[:, None, None, :, None, None] * nb + pc[None, None, :, None, None, :]) * nn
+           + pn[None, :, None, None, :, None])
+    P = ra * n * rb
+    return idx.reshape(P, P)
+
+
+def normal_equations(L, Phi, R, w, y, n_train, penalty):
+    """G = A^T W A / sum(w) + penalty and b = A^T W y / sum(w) over the first n_train rows."""
+    from numtk.ftt import _ftt_ext
+
+    ra, n, rb = L.shape[1], Phi.shape[1], R.shape[1]
+    pa, pn, pb = ra * (ra + 1) // 2, n * (n + 1) // 2, rb * (rb + 1) // 2
+    rows = min(CHUNK, n_train)
+    Z = np.empty((rows, pa * pb))
+    Y = np.empty((rows, pn))
+    S = np.zeros((pa * pb, pn))
+    b = np.zeros(ra * n * rb)
+    for m0 in range(0, n_train, CHUNK):
+        m1 = min(m0 + CHUNK, n_train)
+        _ftt_ext.assemble_chunk(L, Phi, R, w, y, m0, m1, Z, Y, b)
+        k = m1 - m0
+        S += Z[:k].T @ Y[:k]
+    wsum = float(np.sum(w[:n_train]))
+    G = S.ravel()[_gather_index(ra, n, rb)] / wsum
+    G += penalty
+    return G, b / wsum
+
+
+def solve_spd(G: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cholesky solve, falling back to least squares when G is not numerically positive definite."""
+    try:
+        c, low = scipy.linalg.cho_factor(G, lower=False, check_finite=False)
+        x = scipy.linalg.cho_solve((c, low), b, check_finite=False)
+        if np.all(np.isfinite(x)):
+            return x
+    except (np.linalg.LinAlgError, scipy.linalg.LinAlgError, ValueError):
+        pass
+    return scipy.linalg.lstsq(G, b, check_finite=False)[0]
+
+
+def penalty_matrix(ra, n, rb, ridge, h2, P2):
+    P = ra * n * rb
+    pen = ridge * np.eye(P)
+    if h2 and P2 is not None:
+        pen += h2 * np.kron(np.kron(np.eye(ra), P2), np.eye(rb))
+    return pen
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+def _rmse(pred, y, w):
+    s = float(np.sum(w))
+    if s <= 0:
+        return float("nan")
+    return float(np.sqrt(np.sum(w * (pred - y) ** 2) / s))
+
+
+def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adaptive, max_rank, rank_tol, rng,
+        progress=False, callback=None):
+    """Fit the cores in place by ALS. Returns (best_cores, history, n_sweeps).
+
+    ``phis[k]`` is the (M, n_k) basis matrix of coordinate k over all rows (the first ``n_train`` rows
+    are the training rows, the others the validation rows); ``w`` the sample weights.
+    """
+    from numtk.ftt import _ftt_ext
+
+    d = len(cores)
+    M = len(y)
+    has_val = n_train < M
+    tr, va = slice(0, n_train), slice(n_train, M) if has_val else slice(0, n_train)
+    y_scale = np.sqrt(np.sum(w[tr] * y[tr] ** 2) / np.sum(w[tr])) or 1.0
+    floor = 1e-12 * y_scale
+    cores = [np.ascontiguousarray(c, dtype=float) for c in cores]
+    ones = np.ones((M, 1))
+
+    # right-orthogonalise cores d-1..1 and build the right interfaces
+    for k in range(d - 1, 0, -1):
+        q, rt = right_qr(cores[k], U[k])
+        cores[k] = q
+        cores[k - 1] = absorb_left(cores[k - 1], rt)
+    Lint = [None] * d
+    Rint = [None] * d
+    Lint[0] = ones
+    Rint[d - 1] = ones
+    for k in range(d - 1, 0, -1):
+        Rint[k - 1] = _ftt_ext.interface_right(Rint[k], phis[k], cores[k])
+
+    def solve(k):
+        ra, n, rb = cores[k].shape
+        pen = penalty_matrix(ra, n, rb, ridge, h2, P2[k] if P2 is not None else None)
+        G, b = normal_equations(Lint[k], phis[k], Rint[k], w, y, n_train, pen)
+        cores[k] = np.ascontiguousarray(solve_spd(G, b).reshape(ra, n, rb))
+
+    def errors(k):
+        pred = _ftt_ext.site_values(Lint[k], phis[k], Rint[k], cores[k])
+        return _rmse(pred[tr], y[tr], w[tr]), _rmse(pred[va], y[va], w[va])
+
+    def ranks():
+        return (1,) + tuple(c.shape[2] for c in cores)
+
+    def size(cs):
+        return sum(c.size for c in cs)
+
+    def better(val):
+        """A model replaces the best one if it validates better; a larger one must be 1% better."""
+        if not np.isfinite(best[1]):
+            return True
+        margin = 0.99 if size(cores) > size(best[0]) else 1.0 - 1e-12
+        return max(val, floor) < max(best[1], floor) * margin
+
+    history = []
+    best = ([c.copy() for c in cores], np.inf)
+    # the starting model's validation error (the reference for the first sweep's improvement)
+    prev_val = errors(0)[1]
+    stale = 0
+    enrich = False
+    n_done = 0
+    bar = progress_bar(range(sweeps), progress=progress, desc="FunctionalTT ALS")
+    try:
+        for sweep in range(sweeps):
+            truncated_any = False
+            enriched_any = False
+            # ---- left -> right
+            for k in range(d - 1):
+                solve(k)
+                q, r = left_qr(cores[k], U[k])
+                if rank_adaptive:
+                    u, s, vt = np.linalg.svd(r, full_matrices=False)
+                    keep = max(1, int(np.sum(s > rank_tol * s[0]))) if s[0] > 0 else 1
+                    keep = min(keep, max_rank)
+                    truncated = keep < len(s)
+                    truncated_any |= truncated
+                    q = absorb_left(q, u[:, :keep])
+                    r = s[:keep, None] * vt[:keep]
+                    ra, n, rk = q.shape
+                    if (enrich and not truncated and rk < max_rank and rk < ra * n
+                            and rk < cores[k + 1].shape[1] * cores[k + 1].shape[2]):
+                        qo = to_orth(q, U[k]).reshape(ra * n, rk)
+                        v = rng.standard_normal(ra * n)
+                        for _ in range(2):
+                            v -= qo @ (qo.T @ v)
+                        nv = np.linalg.norm(v)
+                        if nv > 1e-8:
+                            qo = np.column_stack([qo, v / nv])
+                            q = from_orth(qo.reshape(ra, n, rk + 1), U[k])
+                            r = np.vstack([r, np.zeros((1, r.shape[1]))])
+                            enriched_any = True
+                cores[k] = np.ascontiguousarray(q)
+                cores[k + 1] = np.ascontiguousarray(absorb_right(r, cores[k + 1]))
+                Lint[k + 1] = _ftt_ext.interface_left(Lint[k], phis[k], cores[k])
+            if d == 1:
+                solve(0)
+            err = errors(d - 1)
+            history.append({"sweep": sweep + 1, "direction": "left-to-right", "train_rmse": err[0],
+                            "val_rmse": err[1], "ranks": ranks()})
+            if better(err[1]):
+                best = ([c.copy() for c in cores], err[1])
+            # ---- right -> left
+            for k in range(d - 1, 0, -1):
+                solve(k)
+                q, rt = right_qr(cores[k], U[k])
+                cores[k] = np.ascontiguousarray(q)
+                cores[k - 1] = np.ascontiguousarray(absorb_left(cores[k - 1], rt))
+                Rint[k - 1] = _ftt_ext.interface_right(Rint[k], phis[k], cores[k])
+            if d > 1:
+                solve(0)
+            err = errors(0)
+            history.append({"sweep": sweep + 1, "direction": "right-to-left", "train_rmse": err[0],
+                            "val_rmse": err[1], "ranks": ranks()})
+            if better(err[1]):
+                best = ([c.copy() for c in cores], err[1])
+                stale = 0
+            else:
+                stale += 1
+            n_done = sweep + 1
+            bar.update(1)
+            bar.set_postfix(val_rmse=f"{err[1]:.3e}", ranks=max(ranks()))
+            if callback is not None and callback(sweep + 1, history):
+                break
+            cur = err[1]
+            if cur <= floor:
+                break
+            change = (prev_val - cur) / prev_val if prev_val > 0 else 0.0
+            prev_val = cur
+            if rank_adaptive and d > 1:
+                can_grow = any(c.shape[2] < max_rank for c in cores[:-1])
+                # patience: an enriched direction needs a sweep or two before ALS exploits it
+                if stale >= 4 or (stale >= 2 and not can_grow):
+                    break
+                if abs(change) < tol and not can_grow:
+                    break
+                # enrich when progress stalls, but not on two consecutive sweeps
+                enrich = change < 0.01 and can_grow and not truncated_any and not enriched_any
+            elif abs(change) < tol:
+                break
+    finally:
+        bar.close()
+    return best[0], history, n_done

@@ -1,0 +1,235 @@
+// pybind11 bindings of the functional tensor train kernels in native/include/numtk/ftt/.
+// Python validates arguments first; the checks here are the last line of defence (no crash on bad input).
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "numtk/ftt/als_assemble.hpp"
+#include "numtk/ftt/basis.hpp"
+#include "numtk/ftt/contract.hpp"
+
+namespace py = pybind11;
+namespace ft = numtk::ftt;
+
+namespace {
+
+using darray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+
+void need(bool ok, const std::string& msg) {
+    if (!ok) throw std::invalid_argument(msg);
+}
+
+template <class T>
+ft::Basis1D<T> make_basis(int kind, int n, double p0, double p1, int extrap) {
+    need(kind == ft::kLegendre || kind == ft::kHermite || kind == ft::kBSpline, "unknown basis kind");
+    need(n >= 1 && n <= ft::kMaxBasisSize, "basis size must lie in [1, 512]");
+    need(kind != ft::kBSpline || n >= 4, "the cubic B-spline basis needs n >= 4");
+    need(kind == ft::kHermite ? p1 > 0.0 : p0 < p1, "basis parameters: need lo < hi (scale > 0 for hermite)");
+    need(extrap == ft::kLinear || extrap == ft::kClip, "unknown extrapolation mode");
+    ft::Basis1D<T> b;
+    b.kind = kind;
+    b.n = n;
+    b.p0 = T(p0);
+    b.p1 = T(p1);
+    b.extrapolate = extrap;
+    return b;
+}
+
+template <class T>
+py::array basis_impl(py::array x, int kind, int n, double p0, double p1, int extrap, int order) {
+    need(x.ndim() == 1, "`x` must be 1-D");
+    need(order >= 0 && order <= 2, "`order` must be 0, 1 or 2");
+    const auto b = make_basis<T>(kind, n, p0, p1, extrap);
+    const auto M = static_cast<std::size_t>(x.shape(0));
+    py::array_t<T> out({static_cast<py::ssize_t>(order + 1), static_cast<py::ssize_t>(M), static_cast<py::ssize_t>(n)});
+    const T* px = static_cast<const T*>(x.data());
+    const std::ptrdiff_t sx = x.strides(0) / static_cast<py::ssize_t>(sizeof(T));
+    T* po = out.mutable_data();
+    const std::size_t plane = M * std::size_t(n);
+    {
+        py::gil_scoped_release release;
+        ft::basis_eval(b, M, px, sx, po, order >= 1 ? po + plane : nullptr, order >= 2 ? po + 2 * plane : nullptr);
+    }
+    return out;
+}
+
+py::array basis(py::array x, int kind, int n, double p0, double p1, int extrap, int order) {
+    need((x.strides(0) % static_cast<py::ssize_t>(x.itemsize())) == 0, "`x` must be aligned");
+    if (py::isinstance<py::array_t<float>>(x)) return basis_impl<float>(x, kind, n, p0, p1, extrap, order);
+    if (py::isinstance<py::array_t<double>>(x)) return basis_impl<double>(x, kind, n, p0, p1, extrap, order);
+    throw py::type_error("`x` must be float32 or float64");
+}
+
+template <class T>
+py::tuple evaluate_impl(py::array X, const std::vector<int>& kinds, const std::vector<int>& ns,
+                        const std::vector<double>& p0, const std::vector<double>& p1, int extrap, py::list cores,
+                        bool want_grad, bool want_lap, int threads) {
+    need(X.ndim() == 2, "`X` must be 2-D");
+    const auto M = static_cast<std::size_t>(X.shape(0));
+    const int d = static_cast<int>(X.shape(1));
+    need(d >= 1, "`X` must have at least one column");
+    need(static_cast<int>(kinds.size()) == d && static_cast<int>(ns.size()) == d && static_cast<int>(p0.size()) == d &&
+             static_cast<int>(p1.size()) == d && static_cast<int>(cores.size()) == d,
+         "basis descriptions and cores must have one entry per column of `X`");
+    need(threads >= 1, "`threads` must be >= 1");
+    std::vector<ft::Basis1D<T>> bases;
+    std::vector<int> ranks(std::size_t(d) + 1, 1);
+    std::vector<std::vector<T>> ct(static_cast<std::size_t>(d));
+    std::vector<const T*> ptrs(static_cast<std::size_t>(d));
+    for (int k = 0; k < d; ++k) {
+        bases.push_back(make_basis<T>(kinds[std::size_t(k)], ns[std::size_t(k)], p0[std::size_t(k)], p1[std::size_t(k)], extrap));
+        darray C = py::cast<darray>(cores[std::size_t(k)]);
+        need(C.ndim() == 3, "every core must be 3-D (r_{k-1}, n_k, r_k)");
+        const auto ra = C.shape(0), n = C.shape(1), rb = C.shape(2);
+        need(n == ns[std::size_t(k)], "core " + std::to_string(k) + " does not match its basis size");
+        need(ra >= 1 && rb >= 1, "core ranks must be >= 1");
+        need(k == 0 ? ra == 1 : ra == ranks[std::size_t(k)], "core " + std::to_string(k) + " has an incompatible left rank");
+        if (k == d - 1) need(rb == 1, "the last core must have right rank 1");
+        ranks[std::size_t(k) + 1] = static_cast<int>(rb);
+        // transpose to (n, ra, rb) in T
+        auto& v = ct[std::size_t(k)];
+        v.resize(std::size_t(ra * n * rb));
+        const double* pc = C.data();
+        for (py::ssize_t a = 0; a < ra; ++a)
+            for (py::ssize_t i = 0; i < n; ++i)
+                for (py::ssize_t c = 0; c < rb; ++c) v[std::size_t((i * ra + a) * rb + c)] = T(pc[(a * n + i) * rb + c]);
+        ptrs[std::size_t(k)] = v.data();
+    }
+    need((X.strides(0) % static_cast<py::ssize_t>(sizeof(T))) == 0 && (X.strides(1) % static_cast<py::ssize_t>(sizeof(T))) == 0,
+         "`X` must be aligned");
+    py::array_t<T> f(static_cast<py::ssize_t>(M));
+    py::object grad = py::none(), lap = py::none();
+    T* pg = nullptr;
+    T* pl = nullptr;
+    if (want_grad) {
+        py::array_t<T> g({static_cast<py::ssize_t>(M), static_cast<py::ssize_t>(d)});
+        pg = g.mutable_data();
+        grad = g;
+    }
+    if (want_lap) {
+        py::array_t<T> l(static_cast<py::ssize_t>(M));
+        pl = l.mutable_data();
+        lap = l;
+    }
+    ft::TrainView<T> tt;
+    tt.d = d;
+    tt.basis = bases.data();
+    tt.cores_t = ptrs.data();
+    tt.ranks = ranks.data();
+    const T* px = static_cast<const T*>(X.data());
+    const std::ptrdiff_t s0 = X.strides(0) / static_cast<py::ssize_t>(sizeof(T));
+    const std::ptrdiff_t s1 = X.strides(1) / static_cast<py::ssize_t>(sizeof(T));
+    T* pf = f.mutable_data();
+    {
+        py::gil_scoped_release release;
+        ft::evaluate(tt, M, px, s0, s1, pf, pg, pl, threads);
+    }
+    return py::make_tuple(f, grad, lap);
+}
+
+py::tuple evaluate(py::array X, const std::vector<int>& kinds, const std::vector<int>& ns, const std::vector<double>& p0,
+                   const std::vector<double>& p1, int extrap, py::list cores, bool want_grad, bool want_lap,
+                   int threads) {
+    if (py::isinstance<py::array_t<float>>(X))
+        return evaluate_impl<float>(X, kinds, ns, p0, p1, extrap, cores, want_grad, want_lap, threads);
+    if (py::isinstance<py::array_t<double>>(X))
+        return evaluate_impl<double>(X, kinds, ns, p0, p1, extrap, cores, want_grad, want_lap, threads);
+    throw py::type_error("`X` must be float32 or float64");
+}
+
+struct Site {
+    std::size_t M, ra, n, rb;
+};
+
+Site check_site(const darray& L, const darray& Phi, const darray* R, const darray& C) {
+    need(L.ndim() == 2 && Phi.ndim() == 2 && C.ndim() == 3, "L, Phi must be 2-D and C 3-D");
+    need(L.shape(0) == Phi.shape(0), "L and Phi must have the same number of rows");
+    need(C.shape(0) == L.shape(1) && C.shape(1) == Phi.shape(1), "C must have shape (L.shape[1], Phi.shape[1], rb)");
+    if (R) need(R->ndim() == 2 && R->shape(0) == L.shape(0) && R->shape(1) == C.shape(2), "R must have shape (M, C.shape[2])");
+    return {std::size_t(L.shape(0)), std::size_t(C.shape(0)), std::size_t(C.shape(1)), std::size_t(C.shape(2))};
+}
+
+py::array interface_left(darray L, darray Phi, darray C) {
+    const Site s = check_site(L, Phi, nullptr, C);
+    py::array_t<double> out({static_cast<py::ssize_t>(s.M), static_cast<py::ssize_t>(s.rb)});
+    const double *pl = L.data(), *pp = Phi.data(), *pc = C.data();
+    double* po = out.mutable_data();
+    {
+        py::gil_scoped_release release;
+        ft::interface_left(s.M, s.ra, s.n, s.rb, pl, pp, pc, po);
+    }
+    return out;
+}
+
+py::array interface_right(darray R, darray Phi, darray C) {
+    need(R.ndim() == 2 && Phi.ndim() == 2 && C.ndim() == 3, "R, Phi must be 2-D and C 3-D");
+    need(R.shape(0) == Phi.shape(0) && C.shape(2) == R.shape(1) && C.shape(1) == Phi.shape(1),
+         "shapes: R (M, rb), Phi (M, n), C (ra, n, rb)");
+    const std::size_t M = std::size_t(R.shape(0)), ra = std::size_t(C.shape(0)), n = std::size_t(C.shape(1)),
+                      rb = std::size_t(C.shape(2));
+    py::array_t<double> out({static_cast<py::ssize_t>(M), static_cast<py::ssize_t>(ra)});
+    const double *pr = R.data(), *pp = Phi.data(), *pc = C.data();
+    double* po = out.mutable_data();
+    {
+        py::gil_scoped_release release;
+        ft::interface_right(M, ra, n, rb, pr, pp, pc, po);
+    }
+    return out;
+}
+
+py::array site_values(darray L, darray Phi, darray R, darray C) {
+    const Site s = check_site(L, Phi, &R, C);
+    py::array_t<double> out(static_cast<py::ssize_t>(s.M));
+    const double *pl = L.data(), *pp = Phi.data(), *pr = R.data(), *pc = C.data();
+    double* po = out.mutable_data();
+    {
+        py::gil_scoped_release release;
+        ft::site_values(s.M, s.ra, s.n, s.rb, pl, pp, pr, pc, po);
+    }
+    return out;
+}
+
+using warray = py::array_t<double, py::array::c_style>;
+
+void assemble_chunk(darray L, darray Phi, darray R, darray w, darray y, std::int64_t m0, std::int64_t m1, warray Z,
+                    warray Y, warray b) {
+    need(L.ndim() == 2 && Phi.ndim() == 2 && R.ndim() == 2 && w.ndim() == 1 && y.ndim() == 1, "bad dimensions");
+    const auto M = L.shape(0);
+    need(Phi.shape(0) == M && R.shape(0) == M && w.shape(0) == M && y.shape(0) == M, "row counts differ");
+    need(0 <= m0 && m0 <= m1 && m1 <= M, "bad chunk bounds");
+    const std::size_t ra = std::size_t(L.shape(1)), n = std::size_t(Phi.shape(1)), rb = std::size_t(R.shape(1));
+    need(ra <= ft::kMaxAssembleRank && rb <= ft::kMaxAssembleRank, "ranks above 64 are not supported");
+    const auto rows = m1 - m0;
+    need(Z.ndim() == 2 && Z.shape(0) >= rows && std::size_t(Z.shape(1)) == ft::n_pairs(ra) * ft::n_pairs(rb),
+         "Z has the wrong shape");
+    need(Y.ndim() == 2 && Y.shape(0) >= rows && std::size_t(Y.shape(1)) == ft::n_pairs(n), "Y has the wrong shape");
+    need(b.ndim() == 1 && std::size_t(b.shape(0)) == ra * n * rb, "b has the wrong length");
+    const double *pl = L.data(), *pp = Phi.data(), *pr = R.data(), *pw = w.data(), *py_ = y.data();
+    double *pz = Z.mutable_data(), *pyy = Y.mutable_data(), *pb = b.mutable_data();
+    {
+        py::gil_scoped_release release;
+        ft::assemble_chunk(std::size_t(m0), std::size_t(m1), ra, n, rb, pl, pp, pr, pw, py_, pz, pyy, pb);
+    }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_ftt_ext, m) {
+    m.doc() = "Compiled kernels of numtk.ftt (basis evaluation, FTT contraction, ALS assembly).";
+    m.def("basis", &basis, py::arg("x"), py::arg("kind"), py::arg("n"), py::arg("p0"), py::arg("p1"),
+          py::arg("extrapolate"), py::arg("order"),
+          "Basis values (and derivatives up to `order`) at x: array (order + 1, len(x), n).");
+    m.def("evaluate", &evaluate, py::arg("X"), py::arg("kinds"), py::arg("ns"), py::arg("p0"), py::arg("p1"),
+          py::arg("extrapolate"), py::arg("cores"), py::arg("gradient"), py::arg("laplacian"), py::arg("threads") = 1,
+          "Values, gradient and Laplacian of an FTT at the rows of X: (f, grad or None, lap or None).");
+    m.def("interface_left", &interface_left, py::arg("L"), py::arg("Phi"), py::arg("C"));
+    m.def("interface_right", &interface_right, py::arg("R"), py::arg("Phi"), py::arg("C"));
+    m.def("site_values", &site_values, py::arg("L"), py::arg("Phi"), py::arg("R"), py::arg("C"));
+    m.def("assemble_chunk", &assemble_chunk, py::arg("L"), py::arg("Phi"), py::arg("R"), py::arg("w"), py::arg("y"),
+          py::arg("m0"), py::arg("m1"), py::arg("Z"), py::arg("Y"), py::arg("b"));
+}

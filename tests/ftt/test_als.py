@@ -1,0 +1,159 @@
+"""FunctionalTT.fit (ALS with rank adaptation): exact recovery of known-rank functions, noise, options."""
+
+import numpy as np
+import pytest
+
+from numtk.ftt import FunctionalTT
+
+EXACT = dict(regularization=1e-14, rank_tol=1e-10)
+
+
+def _rel(f, X, y):
+    return np.linalg.norm(f.predict(X) - y) / np.linalg.norm(y)
+
+
+def test_sum_of_univariates_is_rank_two_from_rank_one():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (1500, 4))
+    y = X[:, 0] ** 3 - X[:, 1] + 2 * X[:, 2] ** 2 + np.sin(0.3 * X[:, 3])
+    f = FunctionalTT(degree=[3, 3, 3, 9], ranks=1).fit(X, y, rng=0, sweeps=40, **EXACT)
+    assert f.ranks_ == (1, 2, 2, 2, 1)
+    assert max(max(h["ranks"]) for h in f.history_) <= 3
+    assert _rel(f, X, y) < 1e-8
+    Xt = rng.uniform(-1, 1, (200, 4))
+    yt = Xt[:, 0] ** 3 - Xt[:, 1] + 2 * Xt[:, 2] ** 2 + np.sin(0.3 * Xt[:, 3])
+    assert _rel(f, Xt, yt) < 1e-8
+
+
+def test_product_is_rank_one():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, (800, 3))
+    y = (1.5 + X[:, 0]) * (2 - X[:, 1] ** 2) * (X[:, 2] + 3)
+    f = FunctionalTT(degree=2, ranks=1).fit(X, y, rng=0, sweeps=30, **EXACT)
+    assert f.ranks_ == (1, 1, 1, 1)
+    assert _rel(f, X, y) < 1e-9
+
+
+def test_funnel_log_density_is_rank_two():
+    # a(x0) + b(x0) sum_{i>=1} x_i^2 with a = -x0^2 / 18, b = -exp(-x0) / 2 (funnel-like, x0 first)
+    rng = np.random.default_rng(2)
+    d = 4
+    X = rng.uniform(-1, 1, (2500, d))
+    y = -X[:, 0] ** 2 / 18 - 0.5 * np.exp(-X[:, 0]) * np.sum(X[:, 1:] ** 2, axis=1)
+    f = FunctionalTT(degree=[16, 2, 2, 2], ranks=1).fit(X, y, rng=0, sweeps=40, **EXACT)
+    assert f.ranks_ == (1, 2, 2, 2, 1)
+    Xt = rng.uniform(-1, 1, (300, d))
+    yt = -Xt[:, 0] ** 2 / 18 - 0.5 * np.exp(-Xt[:, 0]) * np.sum(Xt[:, 1:] ** 2, axis=1)
+    assert _rel(f, Xt, yt) < 1e-8
+    # its gradient and Laplacian in closed form
+    g = f.gradient(Xt)
+    s = np.sum(Xt[:, 1:] ** 2, axis=1)
+    np.testing.assert_allclose(g[:, 0], -Xt[:, 0] / 9 + 0.5 * np.exp(-Xt[:, 0]) * s, atol=1e-6)
+    np.testing.assert_allclose(g[:, 1:], -np.exp(-Xt[:, :1]) * Xt[:, 1:], atol=1e-6)
+    lap = -1 / 9 - 0.5 * np.exp(-Xt[:, 0]) * s - np.exp(-Xt[:, 0]) * (d - 1)
+    np.testing.assert_allclose(f.laplacian(Xt), lap, atol=1e-5)
+
+
+def test_random_tt_recovered():
+    rng = np.random.default_rng(3)
+    d, n, r = 4, 4, 2
+    ranks = [1] + [r] * (d - 1) + [1]
+    cores = [rng.normal(size=(ranks[k], n, ranks[k + 1])) for k in range(d)]
+    truth = FunctionalTT.from_cores(cores, "legendre", n - 1, domain=[[-1, 1]] * d)
+    P = sum(c.size for c in cores)
+    X = rng.uniform(-1, 1, (60 * P, d))
+    y = truth.predict(X)
+    f = FunctionalTT(degree=n - 1, ranks=r, domain=[[-1, 1]] * d).fit(X, y, rng=1, sweeps=60, tol=0.0,
+                                                                      rank_adaptive=False, **EXACT)
+    assert _rel(f, X, y) < 1e-8
+    Xt = rng.uniform(-1, 1, (200, d))
+    assert _rel(f, Xt, truth.predict(Xt)) < 1e-8
+
+
+def test_noise_level_recovered():
+    rng = np.random.default_rng(4)
+    sigma = 0.05
+    X = rng.uniform(-1, 1, (4000, 3))
+    clean = np.cos(X[:, 0]) + X[:, 1] * X[:, 2]
+    y = clean + sigma * rng.normal(size=len(X))
+    f = FunctionalTT(degree=5, ranks=2).fit(X, y, rng=0, sweeps=8)
+    best_val = min(h["val_rmse"] for h in f.history_)
+    assert abs(best_val - sigma) < 0.05 * sigma + 3 * sigma / np.sqrt(400)
+    assert np.sqrt(np.mean((f.predict(X) - clean) ** 2)) < 0.3 * sigma
+
+
+def test_sample_weight_ignores_zero_weight_rows():
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1, 1, (600, 2))
+    y = X[:, 0] * X[:, 1] + X[:, 0]
+    bad = y.copy()
+    bad[:100] += 10.0
+    w = np.ones(600)
+    w[:100] = 0.0
+    f = FunctionalTT(degree=2, ranks=1).fit(X, bad, sample_weight=w, rng=0, sweeps=20, **EXACT)
+    assert _rel(f, X[100:], y[100:]) < 1e-8
+
+
+def test_bspline_fit_smooth_function():
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-1, 1, (1500, 3))
+    y = np.tanh(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2]
+    f = FunctionalTT("bspline", degree=10, ranks=2).fit(X, y, rng=0, sweeps=6, max_rank=4)
+    assert np.sqrt(np.mean((f.predict(X) - y) ** 2)) < 2e-3
+    assert f.domain_.shape == (3, 2) and np.all(np.isfinite(f.domain_))
+
+
+def test_hermite_fit_recovers_polynomial():
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(1500, 3))
+    y = X[:, 0] ** 3 / 6 - X[:, 0] + 0.5 * X[:, 1] * X[:, 2] ** 2
+    f = FunctionalTT("hermite", degree=4, ranks=1, loc=0.1, scale=1.2).fit(X, y, rng=0, sweeps=30, **EXACT)
+    assert f.ranks_ == (1, 2, 2, 1)
+    assert _rel(f, X, y) < 1e-8
+    assert np.all(np.isinf(f.domain_))
+
+
+def test_options_warm_start_callback_history_progress():
+    rng = np.random.default_rng(7)
+    X = rng.uniform(-1, 1, (500, 3))
+    y = X[:, 0] ** 2 + X[:, 1] * X[:, 2]
+    calls = []
+
+    def cb(sweep, history):
+        calls.append((sweep, len(history)))
+        return sweep == 2
+
+    f = FunctionalTT(degree=3, ranks=2).fit(X, y, rng=0, sweeps=10, callback=cb, progress=True)
+    assert f.n_iter_ == 2 and calls == [(1, 2), (2, 4)]
+    assert [h["direction"] for h in f.history_] == ["left-to-right", "right-to-left"] * 2
+    assert set(f.history_[0]) == {"sweep", "direction", "train_rmse", "val_rmse", "ranks"}
+    g = FunctionalTT(degree=3, ranks=2).fit(X, y, rng=0, sweeps=3, warm_start=f)
+    assert g.history_[0]["val_rmse"] <= 1.01 * min(h["val_rmse"] for h in f.history_)
+    np.testing.assert_array_equal(g.domain_, f.domain_)
+    # the same rng gives the same fit
+    f2 = FunctionalTT(degree=3, ranks=2).fit(X, y, rng=0, sweeps=10, callback=lambda s, h: s == 2)
+    np.testing.assert_array_equal(f2.predict(X), f.predict(X))
+
+
+def test_fixed_ranks_max_rank_and_h2():
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-1, 1, (800, 4))
+    y = np.sin(X.sum(axis=1))  # rank 2 exactly, but start at 3 with adaptation off
+    f = FunctionalTT(degree=4, ranks=3).fit(X, y, rng=0, sweeps=2, rank_adaptive=False)
+    assert f.ranks_ == (1, 3, 3, 3, 1)
+    g = FunctionalTT(degree=4, ranks=1).fit(X, y, rng=0, sweeps=6, max_rank=1)
+    assert g.ranks_ == (1, 1, 1, 1, 1)
+    h = FunctionalTT(degree=8, ranks=2).fit(X, y + 0.1 * rng.normal(size=len(y)), rng=0, sweeps=4,
+                                            regularization={"ridge": 1e-8, "h2": 1e-3})
+    assert np.sqrt(np.mean((h.predict(X) - y) ** 2)) < 0.1
+
+
+def test_one_dimension_and_tiny_samples():
+    rng = np.random.default_rng(9)
+    x = rng.uniform(-2, 3, (50, 1))
+    y = 1 - 2 * x[:, 0] + 0.5 * x[:, 0] ** 3
+    f = FunctionalTT(degree=3).fit(x, y, rng=0, **EXACT)
+    assert f.ranks_ == (1, 1) and _rel(f, x, y) < 1e-10
+    X = rng.uniform(-1, 1, (8, 2))  # fewer than 20 rows: no validation split
+    g = FunctionalTT(degree=1, ranks=1).fit(X, X[:, 0] + 1.0, rng=0, **EXACT)
+    assert np.allclose(g.predict(X), X[:, 0] + 1.0)

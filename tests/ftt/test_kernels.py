@@ -1,0 +1,161 @@
+"""The compiled kernels (basis.hpp, contract.hpp, als_assemble.hpp) against the NumPy references."""
+
+import numpy as np
+import pytest
+from reference import ftt as ref
+
+from numtk.ftt import FunctionalTT, _basis, _ftt_ext
+from numtk.ftt._als import normal_equations
+
+KINDS = ("legendre", "hermite", "bspline")
+
+
+def _params(kind):
+    return (0.3, 1.7) if kind == "hermite" else (-1.5, 2.0)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n", [1, 2, 4, 7, 13])
+@pytest.mark.parametrize("extrapolate", ["linear", "clip"])
+def test_basis_matches_reference(kind, n, extrapolate):
+    if kind == "bspline" and n < 4:
+        pytest.skip("cubic B-splines need n >= 4")
+    rng = np.random.default_rng(n)
+    p0, p1 = _params(kind)
+    x = np.concatenate([rng.uniform(-3, 4, 60), [p0, p1, -1.5, 2.0, 0.25]])
+    got = _basis.evaluate(_basis.Basis1D(kind, n, p0, p1), x, order=2, extrapolate=extrapolate)
+    want = ref.basis(kind, x, n, p0, p1, extrapolate)
+    scale = np.max(np.abs(want), axis=1, keepdims=True) + 1.0
+    np.testing.assert_allclose(got / scale, want / scale, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_basis_float32_and_strided(kind):
+    rng = np.random.default_rng(3)
+    p0, p1 = _params(kind)
+    big = rng.uniform(-2, 2, (50, 3))
+    x = big[:, 1]  # strided view
+    assert not x.flags.c_contiguous
+    b = _basis.Basis1D(kind, 9, p0, p1)
+    got64 = _basis.evaluate(b, x, order=2)
+    np.testing.assert_allclose(got64, ref.basis(kind, x, 9, p0, p1), rtol=1e-11, atol=1e-11)
+    got32 = _basis.evaluate(b, x.astype(np.float32), order=2)
+    assert got32.dtype == np.float32
+    np.testing.assert_allclose(got32, got64, rtol=2e-4, atol=2e-4 * np.abs(got64).max())
+
+
+def test_hermite_large_argument_no_overflow():
+    # |u| > 10 uses the rescaled recurrence; the values must agree with the plain polynomial values.
+    x = np.array([-60.0, -25.0, 10.5, 40.0, 200.0])
+    b = _basis.Basis1D("hermite", 40, 0.0, 1.0)
+    got = _basis.evaluate(b, x, order=2)
+    want = ref.hermite(x, 40, 0.0, 1.0)
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, want, rtol=1e-11)
+    # float32: h_30(50) ~ 1e38 would overflow an unscaled float32 recurrence on the way
+    x32 = np.array([30.0, -35.0], dtype=np.float32)
+    got32 = _basis.evaluate(_basis.Basis1D("hermite", 20, 0.0, 1.0), x32)[0]
+    want32 = ref.hermite(x32.astype(float), 20, 0.0, 1.0)[0]
+    assert np.all(np.isfinite(got32))
+    np.testing.assert_allclose(got32, want32, rtol=1e-4)
+
+
+def _random_tt(rng, d, kinds=None, nmax=7, rmax=3):
+    kinds = kinds or [KINDS[i] for i in rng.integers(0, 3, d)]
+    ns = [int(rng.integers(4, nmax + 1)) if k == "bspline" else int(rng.integers(1, nmax + 1)) for k in kinds]
+    ranks = [1] + [int(rng.integers(1, rmax + 1)) for _ in range(d - 1)] + [1]
+    cores = [rng.normal(size=(ranks[k], ns[k], ranks[k + 1])) / np.sqrt(ns[k]) for k in range(d)]
+    dom = np.array([[-1.0, 1.5] if k != "hermite" else [np.nan, np.nan] for k in kinds])
+    locs = rng.uniform(-0.5, 0.5, d)
+    scales = rng.uniform(0.7, 1.5, d)
+    bounded = any(k != "hermite" for k in kinds)
+    f = FunctionalTT.from_cores(cores, list(kinds), [n - 1 for n in ns], domain=dom if bounded else None,
+                                loc=list(locs), scale=list(scales))
+    spec = [(k, dom[i, 0], dom[i, 1]) if k != "hermite" else (k, locs[i], scales[i]) for i, k in enumerate(kinds)]
+    return f, cores, spec
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_evaluate_matches_dense_einsum(seed):
+    rng = np.random.default_rng(seed)
+    d = int(rng.integers(1, 6))
+    f, cores, spec = _random_tt(rng, d)
+    M = [0, 1, 5, 33, 130][seed % 5]
+    X = rng.uniform(-1.6, 2.0, (M, d))
+    fr, gr, lr = ref.evaluate(X, cores, spec)
+    val, grad, lap = f.evaluate(X, gradient=True, laplacian=True)
+    assert val.shape == (M,) and grad.shape == (M, d) and lap.shape == (M,)
+    scale = 1.0 + (np.abs(fr).max() if M else 0.0)
+    np.testing.assert_allclose(val, fr, rtol=1e-12, atol=1e-12 * scale)
+    np.testing.assert_allclose(grad, gr, rtol=1e-11, atol=1e-11 * (1 + (np.abs(gr).max() if M else 0)))
+    np.testing.assert_allclose(lap, lr, rtol=1e-11, atol=1e-11 * (1 + (np.abs(lr).max() if M else 0)))
+    # the single-output methods agree with the joint pass
+    np.testing.assert_array_equal(f.predict(X), val)
+    np.testing.assert_array_equal(f.gradient(X), grad)
+    np.testing.assert_array_equal(f.laplacian(X), lap)
+
+
+@pytest.mark.parametrize("order", ["F", "strided"])
+def test_evaluate_non_contiguous_and_float32(order):
+    rng = np.random.default_rng(7)
+    f, cores, spec = _random_tt(rng, 4, kinds=["legendre", "bspline", "hermite", "legendre"])
+    base = rng.uniform(-1, 1.5, (40, 8))
+    X = np.asfortranarray(base[:, :4]) if order == "F" else base[:, ::2]
+    assert not X.flags.c_contiguous
+    fr, gr, lr = ref.evaluate(X, cores, spec)
+    v, g, lap = f.evaluate(X, gradient=True, laplacian=True)
+    np.testing.assert_allclose(v, fr, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g, gr, rtol=1e-11, atol=1e-11)
+    v32, g32, l32 = f.evaluate(X.astype(np.float32), gradient=True, laplacian=True)
+    assert v32.dtype == g32.dtype == l32.dtype == np.float32
+    np.testing.assert_allclose(v32, fr, rtol=1e-3, atol=1e-4 * np.abs(fr).max())
+    np.testing.assert_allclose(l32, lr, rtol=1e-3, atol=1e-4 * np.abs(lr).max())
+    # integer input is promoted to float64
+    assert f.predict(np.zeros((2, 4), dtype=np.int64)).dtype == np.float64
+
+
+def test_clip_extrapolation_reference():
+    rng = np.random.default_rng(11)
+    cores = [rng.normal(size=s) for s in [(1, 5, 2), (2, 6, 1)]]
+    f = FunctionalTT.from_cores(cores, ["legendre", "bspline"], [4, 5], domain=[[0, 1], [-1, 1]], extrapolate="clip")
+    X = rng.uniform(-2, 3, (50, 2))
+    fr, gr, lr = ref.evaluate(X, cores, [("legendre", 0, 1), ("bspline", -1, 1)], extrapolate="clip")
+    v, g, lap = f.evaluate(X, gradient=True, laplacian=True)
+    np.testing.assert_allclose(v, fr, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(g, gr, rtol=1e-11, atol=1e-11)
+    np.testing.assert_allclose(lap, lr, rtol=1e-11, atol=1e-11)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (1, 5, 3), (3, 4, 2), (2, 6, 1), (4, 3, 4)])
+def test_als_assembly_and_site_kernels(shape):
+    ra, n, rb = shape
+    rng = np.random.default_rng(sum(shape))
+    M = 5000 + 37  # more than one chunk
+    L, Phi, R = rng.normal(size=(M, ra)), rng.normal(size=(M, n)), rng.normal(size=(M, rb))
+    w, y = rng.uniform(0, 2, M), rng.normal(size=M)
+    A = np.einsum("ma,mi,mc->maic", L, Phi, R).reshape(M, -1)
+    n_train = M - 100
+    G, b = normal_equations(L, Phi, R, w, y, n_train, 0.5 * np.eye(A.shape[1]))
+    At, wt = A[:n_train], w[:n_train]
+    np.testing.assert_allclose(G, At.T @ (wt[:, None] * At) / wt.sum() + 0.5 * np.eye(A.shape[1]), rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(b, At.T @ (wt * y[:n_train]) / wt.sum(), rtol=1e-12, atol=1e-13)
+    C = rng.normal(size=shape)
+    np.testing.assert_allclose(_ftt_ext.site_values(L, Phi, R, C), A @ C.ravel(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(_ftt_ext.interface_left(L, Phi, C), np.einsum("ma,mi,aic->mc", L, Phi, C),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(_ftt_ext.interface_right(R, Phi, C), np.einsum("mc,mi,aic->ma", R, Phi, C),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_bindings_reject_bad_shapes():
+    with pytest.raises(ValueError, match="core 0"):
+        _ftt_ext.evaluate(np.zeros((2, 1)), [0], [3], [-1.0], [1.0], 0, [np.zeros((1, 4, 1))], False, False)
+    with pytest.raises(ValueError, match="last core"):
+        _ftt_ext.evaluate(np.zeros((2, 1)), [0], [3], [-1.0], [1.0], 0, [np.zeros((1, 3, 2))], False, False)
+    with pytest.raises(ValueError, match="lo < hi"):
+        _ftt_ext.basis(np.zeros(3), 0, 3, 1.0, 1.0, 0, 0)
+    with pytest.raises(TypeError):
+        _ftt_ext.basis(np.zeros(3, dtype=np.int64), 0, 3, -1.0, 1.0, 0, 0)
+    with pytest.raises(ValueError, match="R must"):
+        _ftt_ext.site_values(np.zeros((3, 1)), np.zeros((3, 2)), np.zeros((4, 1)), np.zeros((1, 2, 1)))
