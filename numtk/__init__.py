@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 # Areas that exist (later areas add themselves here as they land).
-submodules = ["stats", "seriation", "counterfactual", "games", "ftt", "datasets"]
+submodules = ["stats", "seriation", "counterfactual", "games", "ftt", "sampling", "datasets"]
 
 __all__ = submodules + ["__version__", "show_config"]
 

@@ -19,7 +19,9 @@ DEMOS: dict[str, str] = {
 }
 
 _COLUMNS = ("area", "method", "n", "result", "vs anchor", "speed")
-_COMPILED = ("numtk.stats._stats_ext", "numtk.stats._kendall_pointwise")
+_COMPILED = ("numtk.stats._stats_ext", "numtk.stats._kendall_pointwise", "numtk.seriation._seriation_ext",
+             "numtk.counterfactual._counterfactual_ext", "numtk.games._games_ext", "numtk.ftt._ftt_ext",
+             "numtk.sampling._sampling_ext")
 _OPTIONAL = ("scipy", "sklearn", "tqdm", "torch", "cvxpy", "numba", "dask", "open_spiel", "umap",
              "hypothesis", "asv")
 

@@ -9,7 +9,7 @@
 """
 from numtk._lib._result import Result, SignificanceResult
 from numtk._lib._rng import normalize_rng, spawn_rngs
-from numtk._lib._workers import MapWrapper, as_map, n_threads
+from numtk._lib._workers import MapWrapper, as_map, n_threads, single_blas_thread
 from numtk._lib._progress import progress_bar
 from numtk._lib._warnings import NumtkWarning, SmallSampleWarning
 
@@ -21,6 +21,7 @@ __all__ = [
     "MapWrapper",
     "as_map",
     "n_threads",
+    "single_blas_thread",
     "progress_bar",
     "NumtkWarning",
     "SmallSampleWarning",

@@ -8,7 +8,6 @@ Shor semidefinite relaxation) and the relative gap between them. Spec ``counterf
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import warnings
 from types import SimpleNamespace
@@ -20,6 +19,7 @@ from numtk._lib._progress import progress_bar
 from numtk._lib._result import Result
 from numtk._lib._rng import normalize_rng
 from numtk._lib._validation import check_int, check_option, check_real
+from numtk._lib._workers import single_blas_thread
 from numtk._lib._warnings import NumtkWarning
 from numtk.counterfactual._baselines import (
     _pair_sqdist,
@@ -172,18 +172,6 @@ def _penalty(lam: np.ndarray, g: np.ndarray, rho: float):
     act = a > 0
     val = np.where(act, -lam * g + 0.5 * rho * g * g, -lam * lam / (2.0 * rho))
     return np.where(act, a, 0.0), float(val.sum())
-
-
-def _single_blas_thread():
-    """Limit BLAS to one thread when threadpoolctl is there: L-BFGS-B makes many tiny BLAS calls,
-    whose thread synchronisation costs far more than the arithmetic (5x slower on 2 busy cores)."""
-    import scipy.optimize  # noqa: F401  (load SciPy's BLAS first: only loaded libraries are limited)
-
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _alm(R: SimpleNamespace, Z0: np.ndarray, tol: float, max_iter: int, rho_scale: float = 1.0):
@@ -658,7 +646,7 @@ def distance_preserving_counterfactuals(
                 start_costs[name] = c0
                 cands.append((c0, Xs, False, v0))
             for rho_scale in (1.0, _RHO_RETRY):
-                with _single_blas_thread():
+                with single_blas_thread():
                     Z, conv, it = local(R, _from_full(P, R, Xs), tol, max_iter, rho_scale)
                 total_iter += it
                 Xl = _to_full(P, R, Z)

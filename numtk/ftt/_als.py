@@ -103,6 +103,32 @@ def normal_equations(L, Phi, R, w, y, n_train, penalty):
     return G, b / wsum
 
 
+def normal_equations_rows(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty):
+    """The normal equations when each row also carries a directional derivative ``v_m . grad f(x_m)``.
+
+    The design row of point m is ``L (x) phi (x) R + DL (x) phi (x) R + L (x) v_k phi' (x) R + L (x) phi (x) DR``
+    (``DL``, ``DR``: the directional derivatives of the interfaces; ``DPhi = v_k phi'``). It is a sum of
+    Kronecker products, so the rows are formed explicitly in chunks of a few MB and reduced by one GEMM each.
+    """
+    ra, n, rb = L.shape[1], Phi.shape[1], R.shape[1]
+    P = ra * n * rb
+    G = np.zeros((P, P))
+    b = np.zeros(P)
+    rows = max(256, min(CHUNK, 1_000_000 // P))
+    for m0 in range(0, n_train, rows):
+        s = slice(m0, min(m0 + rows, n_train))
+        LP = L[s, :, None] * Phi[s, None, :]
+        T = LP + DL[s, :, None] * Phi[s, None, :] + L[s, :, None] * DPhi[s, None, :]
+        A = (T[:, :, :, None] * R[s, None, None, :] + LP[:, :, :, None] * DR[s, None, None, :]).reshape(-1, P)
+        Aw = A * w[s, None]
+        G += Aw.T @ A
+        b += Aw.T @ y[s]
+    wsum = float(np.sum(w[:n_train]))
+    G /= wsum
+    G += penalty
+    return G, b / wsum
+
+
 def solve_spd(G: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cholesky solve, falling back to least squares when G is not numerically positive definite."""
     try:
@@ -133,11 +159,12 @@ def _rmse(pred, y, w):
 
 
 def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adaptive, max_rank, rank_tol, rng,
-        progress=False, callback=None):
+        progress=False, callback=None, dphis=None, D=None):
     """Fit the cores in place by ALS. Returns (best_cores, history, n_sweeps).
 
     ``phis[k]`` is the (M, n_k) basis matrix of coordinate k over all rows (the first ``n_train`` rows
-    are the training rows, the others the validation rows); ``w`` the sample weights.
+    are the training rows, the others the validation rows); ``w`` the sample weights. With ``D`` (M, d)
+    and the first-derivative bases ``dphis``, the model fitted to ``y`` is ``f(x) + D . grad f(x)``.
     """
     from numtk.ftt import _ftt_ext
 
@@ -159,17 +186,46 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
     Rint = [None] * d
     Lint[0] = ones
     Rint[d - 1] = ones
-    for k in range(d - 1, 0, -1):
+    directional = D is not None
+    if directional:
+        # v_k phi_k' per coordinate, and the interfaces' directional derivatives (zero at the ends)
+        vphis = [np.ascontiguousarray(dphis[k] * D[:, k:k + 1]) for k in range(d)]
+        DLint = [None] * d
+        DRint = [None] * d
+        DLint[0] = np.zeros((M, 1))
+        DRint[d - 1] = np.zeros((M, 1))
+
+    def update_left(k):
+        Lint[k + 1] = _ftt_ext.interface_left(Lint[k], phis[k], cores[k])
+        if directional:
+            DLint[k + 1] = (_ftt_ext.interface_left(DLint[k], phis[k], cores[k])
+                            + _ftt_ext.interface_left(Lint[k], vphis[k], cores[k]))
+
+    def update_right(k):
         Rint[k - 1] = _ftt_ext.interface_right(Rint[k], phis[k], cores[k])
+        if directional:
+            DRint[k - 1] = (_ftt_ext.interface_right(DRint[k], phis[k], cores[k])
+                            + _ftt_ext.interface_right(Rint[k], vphis[k], cores[k]))
+
+    for k in range(d - 1, 0, -1):
+        update_right(k)
 
     def solve(k):
         ra, n, rb = cores[k].shape
         pen = penalty_matrix(ra, n, rb, ridge, h2, P2[k] if P2 is not None else None)
-        G, b = normal_equations(Lint[k], phis[k], Rint[k], w, y, n_train, pen)
+        if directional:
+            G, b = normal_equations_rows(Lint[k], DLint[k], phis[k], vphis[k], Rint[k], DRint[k], w, y, n_train,
+                                         pen)
+        else:
+            G, b = normal_equations(Lint[k], phis[k], Rint[k], w, y, n_train, pen)
         cores[k] = np.ascontiguousarray(solve_spd(G, b).reshape(ra, n, rb))
 
     def errors(k):
         pred = _ftt_ext.site_values(Lint[k], phis[k], Rint[k], cores[k])
+        if directional:
+            pred = (pred + _ftt_ext.site_values(DLint[k], phis[k], Rint[k], cores[k])
+                    + _ftt_ext.site_values(Lint[k], vphis[k], Rint[k], cores[k])
+                    + _ftt_ext.site_values(Lint[k], phis[k], DRint[k], cores[k]))
         return _rmse(pred[tr], y[tr], w[tr]), _rmse(pred[va], y[va], w[va])
 
     def ranks():
@@ -224,7 +280,7 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
                             enriched_any = True
                 cores[k] = np.ascontiguousarray(q)
                 cores[k + 1] = np.ascontiguousarray(absorb_right(r, cores[k + 1]))
-                Lint[k + 1] = _ftt_ext.interface_left(Lint[k], phis[k], cores[k])
+                update_left(k)
             if d == 1:
                 solve(0)
             err = errors(d - 1)
@@ -238,7 +294,7 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
                 q, rt = right_qr(cores[k], U[k])
                 cores[k] = np.ascontiguousarray(q)
                 cores[k - 1] = np.ascontiguousarray(absorb_left(cores[k - 1], rt))
-                Rint[k - 1] = _ftt_ext.interface_right(Rint[k], phis[k], cores[k])
+                update_right(k)
             if d > 1:
                 solve(0)
             err = errors(0)

@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from numtk._lib import normalize_rng
+from numtk._lib import normalize_rng, single_blas_thread
 from numtk._lib._estimator import Estimator, check_is_fitted
 from numtk._lib._validation import as_array, check_bool, check_finite, check_int, check_option, check_real
 from numtk.ftt import _basis
@@ -169,7 +169,8 @@ class FunctionalTT(Estimator):
     def fit(self, X: Any, y: Any, *, sample_weight: Any = None, sweeps: int = 10, tol: float = 1e-6,
             regularization: float | dict = 1e-8, rank_adaptive: bool = True, max_rank: int = 10,
             rank_tol: float = 1e-8, warm_start: "FunctionalTT | None" = None, rng: Any = None,
-            progress: bool = False, callback: Callable | None = None) -> "FunctionalTT":
+            progress: bool = False, callback: Callable | None = None,
+            directional: Any = None) -> "FunctionalTT":
         """Fit the cores to samples ``(X, y)`` by alternating least squares with rank adaptation.
 
         10% of the rows (chosen by ``rng``; none when fewer than 20 rows) are held out to measure the
@@ -205,6 +206,10 @@ class FunctionalTT(Estimator):
             Show a tqdm bar over the sweeps.
         callback : callable, optional
             ``callback(sweep, history)`` after each sweep; returning True stops the iteration.
+        directional : array_like of shape (M, d), optional
+            Vectors ``v_m``: fit ``f(x_m) + v_m . grad f(x_m) = y_m`` instead of ``f(x_m) = y_m`` (a
+            first-order differential operator in the rows; the linearised implicit BSDE step of
+            :mod:`numtk.sampling` is this problem). The rows are then formed explicitly in chunks.
 
         Returns
         -------
@@ -242,6 +247,11 @@ class FunctionalTT(Estimator):
                 raise ValueError(f"`sample_weight` must have length {M}; got {len(w)}")
             if np.any(w < 0) or not np.any(w > 0):
                 raise ValueError("`sample_weight` must be non-negative and not all zero")
+        if directional is not None:
+            directional = as_array(directional, "directional", ndim=2).astype(np.float64)
+            check_finite(directional, "directional")
+            if directional.shape != (M, d):
+                raise ValueError(f"`directional` must have the shape of `X`, {(M, d)}; got {directional.shape}")
         sweeps = check_int(sweeps, "sweeps", minimum=1)
         tol = check_real(tol, "tol", low=0.0)
         if isinstance(regularization, dict):
@@ -287,13 +297,18 @@ class FunctionalTT(Estimator):
         order = np.concatenate([order[n_val:], order[:n_val]])
         Xo, yo, wo = X[order], np.ascontiguousarray(y[order]), np.ascontiguousarray(w[order])
         ext = "linear" if self.extrapolate == "raise" else self.extrapolate
-        phis = [np.ascontiguousarray(_basis.evaluate(b, Xo[:, k].astype(np.float64), 0, ext)[0])
-                for k, b in enumerate(bases)]
+        order_needed = 0 if directional is None else 1
+        evals = [_basis.evaluate(b, Xo[:, k].astype(np.float64), order_needed, ext) for k, b in enumerate(bases)]
+        phis = [np.ascontiguousarray(e[0]) for e in evals]
+        dphis = None if directional is None else [np.ascontiguousarray(e[1]) for e in evals]
+        D = None if directional is None else np.ascontiguousarray(directional[order])
         U = [_basis.gram_factor(b) for b in bases]
         P2 = [_basis.h2_penalty(b) for b in bases] if h2 > 0 else None
-        best, history, n_iter = als(phis, yo, wo, M - n_val, cores, U, P2, sweeps=sweeps, tol=tol, ridge=ridge,
-                                    h2=h2, rank_adaptive=rank_adaptive, max_rank=max_rank, rank_tol=rank_tol,
-                                    rng=rng, progress=progress, callback=callback)
+        with single_blas_thread():
+            best, history, n_iter = als(phis, yo, wo, M - n_val, cores, U, P2, sweeps=sweeps, tol=tol,
+                                        ridge=ridge, h2=h2, rank_adaptive=rank_adaptive, max_rank=max_rank,
+                                        rank_tol=rank_tol, rng=rng, progress=progress, callback=callback,
+                                        dphis=dphis, D=D)
         return self._set_fitted(bases, best, n_iter, history)
 
     def _initial_ranks(self, bases):

@@ -1,0 +1,218 @@
+"""solve_hjb (BSDE regression) against closed forms: the stationary target, Gaussians, 1-D mixtures."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from numtk._lib import NumtkWarning
+from numtk.sampling import ScoreBasedSampler, as_target, double_well, gaussian, solve_hjb, time_grid
+
+LOG2PI = math.log(2 * math.pi)
+
+
+def exact_W(target, y, tau):
+    """W = log rho_tau - log gamma from the target's closed-form noised density."""
+    return target.log_noised_density(y, tau) + 0.5 * np.sum(y * y, axis=1) + 0.5 * y.shape[1] * LOG2PI
+
+
+def noised_samples(target, tau, n, rng):
+    a, s = math.exp(-tau), math.sqrt(-math.expm1(-2 * tau))
+    return a * target.sample(n, rng=rng) + s * rng.standard_normal((n, target.dim))
+
+
+def mixture_1d(weights, means, variances):
+    """A 1-D Gaussian mixture as a callable target with its exact noised density (independent oracle)."""
+    w, m, v = map(np.asarray, (weights, means, variances))
+
+    def log_noised(x, tau):
+        a, s2 = math.exp(-tau), -math.expm1(-2 * tau)
+        var = a * a * v + s2
+        x = np.asarray(x)[:, :1]
+        comp = np.log(w) - 0.5 * (x - a * m) ** 2 / var - 0.5 * np.log(2 * math.pi * var)
+        return logsumexp(comp, axis=1)
+
+    target = as_target(lambda x: log_noised(x, 0.0), dim=1)
+    return target, log_noised
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+def test_time_grid_graded_and_validated():
+    t = time_grid(T=2.0, n_steps=10, grading=3.0)
+    tau = 2.0 - t[::-1]
+    np.testing.assert_allclose(tau, 2.0 * (np.arange(11) / 10) ** 3)
+    assert t[0] == 0.0 and t[-1] == 2.0 and np.all(np.diff(t) > 0)
+    np.testing.assert_allclose(time_grid(1.0, 4, 1.0), np.linspace(0, 1, 5))
+    with pytest.raises(ValueError, match="T"):
+        time_grid(T=0.0)
+    with pytest.raises(ValueError, match="grading"):
+        time_grid(grading=0.5)
+
+
+def test_stationary_target_is_exact():
+    """rho = c * gamma: W is the constant log c at every step and every path weight equals c."""
+    c = 3.7
+    target = as_target(lambda x: math.log(c) - 0.5 * np.sum(x * x, axis=1) - 0.5 * x.shape[1] * LOG2PI, dim=2)
+    sampler = ScoreBasedSampler(target, solver="bsde", n_steps=10, degree=7, refine=0, rng=0).fit()
+    sol = sampler.solution_
+    y = np.random.default_rng(1).normal(size=(200, 2))
+    # exact up to the ALS fit of a constant (ridge 1e-8, finite sweeps): 1e-4 in W, 1e-4 in the weights
+    for W in sol.W:
+        np.testing.assert_allclose(W.predict(y), math.log(c), atol=1e-4)
+        assert np.max(np.abs(W.gradient(y))) < 1e-3
+    _, logw = sampler.sample(500, rng=2, return_log_weights=True)
+    np.testing.assert_allclose(logw, math.log(c), atol=1e-4)
+    est = sampler.log_Z(n=500, rng=3)
+    assert est.ess == pytest.approx(1.0, abs=1e-6)
+    assert est.value == pytest.approx(math.log(c), abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def gauss2():
+    target = gaussian(mean=[1.0, -0.5], cov=[0.5, 1.5])
+    sols = {N: solve_hjb(target, n_steps=N, degree=15, refine=0, rng=0,
+                         design_samples=target.sample(4000, rng=5)) for N in (25, 50)}
+    return target, sols
+
+
+def test_gaussian_value_function_and_score(gauss2):
+    """The scheme is trusted only once W and grad W match the closed form at every step (spec §2.5 rule 8)."""
+    target, sols = gauss2
+    sol = sols[50]
+    rng = np.random.default_rng(3)
+    T = sol.times[-1]
+    for n in range(0, 51, 5):
+        tau = T - sol.times[n]
+        y = noised_samples(target, tau, 2000, rng)
+        score = target.noised_score(y, tau)
+        g_exact = score + y
+        rel = np.sqrt(np.mean(np.sum((sol.W[n].gradient(y) - g_exact) ** 2, 1)) / np.mean(np.sum(score ** 2, 1)))
+        assert rel < 2e-2, (n, rel)
+        err = np.abs(np.mean(sol.W[n].predict(y) - exact_W(target, y, tau)))
+        assert err < 0.08, (n, err)
+
+
+def test_gaussian_value_bias_is_first_order(gauss2):
+    """The implicit scheme's value estimator carries an O(dt) bias: halving dt about halves it."""
+    target, sols = gauss2
+    e25 = abs(sols[25].log_Z_value - target.log_Z)
+    e50 = abs(sols[50].log_Z_value - target.log_Z)
+    assert e50 < e25 / 1.5
+    assert e50 < 0.08
+
+
+def test_gaussian_importance_weighted_log_Z():
+    target = gaussian(mean=[0.5, -1.0, 0.0], cov=[0.7, 1.3, 1.0])
+    sampler = ScoreBasedSampler(target, solver="bsde", n_steps=30, degree=11, refine=0, rng=0,
+                                design_samples=target.sample(4000, rng=1)).fit()
+    est = sampler.log_Z(n=20000, rng=2)
+    assert abs(est.value - target.log_Z) < 4 * est.stderr + 2e-3
+    assert est.elbo <= est.value + 1e-12
+    assert 0.9 < est.ess <= 1.0
+    X, logw = sampler.sample(40000, rng=3, return_log_weights=True)
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    # self-normalised importance-weighted moments: within Monte Carlo error of the exact ones
+    mean = w @ X
+    var = w @ (X - mean) ** 2
+    se = np.sqrt(np.array([0.7, 1.3, 1.0]) / (40000 * est.ess))
+    assert np.all(np.abs(mean - [0.5, -1.0, 0.0]) < 4 * se)
+    np.testing.assert_allclose(var, [0.7, 1.3, 1.0], rtol=0.05)
+    # the unweighted samples are close too (ESS ~ 0.95)
+    np.testing.assert_allclose(X.mean(0), [0.5, -1.0, 0.0], atol=0.1)
+
+
+def test_log_Z_is_unbiased_for_a_wrong_control():
+    """E_q[w] = Z for any W (here W = 0): the mean of Z^/Z over runs is 1 within 3 SE."""
+    from numtk.sampling._sampler import simulate_paths
+
+    target = gaussian(mean=[1.5], cov=[[0.4]])
+    times = time_grid(T=3.0, n_steps=20)
+    rng = np.random.default_rng(0)
+    ratios = []
+    for _ in range(200):
+        _, logw = simulate_paths(lambda y, n: np.zeros_like(y), times, target.log_density, 200, rng, dim=1)
+        ratios.append(np.exp(logsumexp(logw) - math.log(200) - target.log_Z))
+    ratios = np.array(ratios)
+    se = ratios.std(ddof=1) / math.sqrt(len(ratios))
+    assert abs(ratios.mean() - 1.0) < 3 * se + 1e-3
+
+
+def test_scaling_the_target_shifts_every_estimate():
+    target = gaussian(mean=[0.3], cov=[[0.8]])
+    c = 2.5
+    scaled = as_target(lambda x: target.log_density(x) + math.log(c), dim=1)
+    kw = dict(solver="bsde", n_steps=15, degree=11, refine=0, rng=0, design_samples=target.sample(2000, rng=1))
+    a = ScoreBasedSampler(target, **kw).fit()
+    b = ScoreBasedSampler(scaled, **kw).fit()
+    assert b.solution_.log_Z_value - a.solution_.log_Z_value == pytest.approx(math.log(c), abs=1e-4)
+    ea, eb = a.log_Z(n=5000, rng=4), b.log_Z(n=5000, rng=4)
+    assert eb.value - ea.value == pytest.approx(math.log(c), abs=1e-4)
+
+
+def test_mixture_without_exact_samples():
+    """A 1-D two-mode mixture, no design samples: pilot + one refinement round (spec §2.4 step 6)."""
+    target, log_noised = mixture_1d([0.3, 0.7], [-1.5, 1.5], [0.3, 0.3])
+    sampler = ScoreBasedSampler(target, solver="bsde", n_steps=60, degree=31, refine=1, rng=0).fit()
+    sol = sampler.solution_
+    T = sol.times[-1]
+    y = np.linspace(-2.5, 2.5, 101)[:, None]
+    for n in (0, 20, 40, 55, 60):
+        tau = T - sol.times[n]
+        p = np.exp(log_noised(y, tau))
+        bulk = p > 1e-3 * p.max()
+        W_ex = log_noised(y, tau) + 0.5 * y[:, 0] ** 2 + 0.5 * LOG2PI
+        err = np.max(np.abs(sol.W[n].predict(y) - W_ex)[bulk])
+        assert err < 0.15, (n, err)
+    est = sampler.log_Z(n=20000, rng=1)
+    assert abs(est.value - 0.0) < 4 * est.stderr + 5e-3
+    assert est.ess > 0.8
+
+
+def test_explicit_scheme_and_picard_run_on_a_smooth_target(gauss2):
+    target, _ = gauss2
+    for kw in ({"scheme": "explicit"}, {"implicit_solver": "picard"}):
+        sol = solve_hjb(target, n_steps=20, degree=11, refine=0, rng=0, design_samples=target.sample(2000, rng=1),
+                        **kw)
+        assert abs(sol.log_Z_value - target.log_Z) < 0.15
+
+
+def test_product_target_keeps_rank_two():
+    target = double_well(d=3, m=1, delta=2.0)
+    sol = solve_hjb(target, n_steps=15, degree=15, refine=0, rng=0, design_samples=target.sample(3000, rng=1))
+    assert all(max(dg["ranks"]) <= 2 for dg in sol.diagnostics)
+
+
+def test_progress_callback_and_diagnostics():
+    target = gaussian(mean=[0.0], cov=[[1.5]])
+    seen = []
+
+    def cb(n, W, diag):
+        seen.append(n)
+        return n <= 5
+
+    sol = solve_hjb(target, n_steps=10, degree=7, refine=0, rng=0, callback=cb)
+    assert seen == [9, 8, 7, 6, 5]
+    assert sol.diagnostics[-1]["terminal_residual"] < 1e-2
+    assert sol.method == "bsde" and len(sol.W) == 11
+    assert sol.stopped and sol.W[0] is None and math.isnan(sol.log_Z_value)
+
+
+def test_validation():
+    target = gaussian(mean=[0.0], cov=[[1.0]])
+    with pytest.raises(ValueError, match="method"):
+        solve_hjb(target, method="pde")
+    with pytest.raises(ValueError, match="theta"):
+        solve_hjb(target, theta=0.0)
+    with pytest.raises(ValueError, match="time_grid"):
+        solve_hjb(target, time_grid=[0.0, 0.5, 0.4])
+    with pytest.raises(ValueError, match="design_mix"):
+        solve_hjb(target, design_mix=(0.5, 0.5, 0.5))
+    with pytest.raises(ValueError, match="design_samples"):
+        solve_hjb(target, design_samples=np.zeros((10, 2)))
+    with pytest.raises(ValueError, match="scale"):
+        solve_hjb(target, scale=-1.0)
+    with pytest.warns(NumtkWarning, match="control variate"):
+        solve_hjb(target, n_steps=3, degree=5, refine=0, control_variate=False, rng=0)
