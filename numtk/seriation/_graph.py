@@ -72,14 +72,38 @@ def graph_from_neighbors(dist: np.ndarray, ind: np.ndarray, *, weights: str = "g
     return W, h
 
 
-def bridge_components(X: np.ndarray, W: sp.csr_matrix, labels: np.ndarray,
-                      n_components: int) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Join the components of W by the edges of a minimum spanning tree over components.
+def transverse_offsets(X: np.ndarray, rows: np.ndarray, cols: np.ndarray, tangents: np.ndarray,
+                       isotropy: np.ndarray, chunk: int = 1 << 16) -> tuple[np.ndarray, np.ndarray]:
+    """Length of x_j - x_i and its part normal to a tangent, for the pairs (rows[e], cols[e]).
 
-    Each candidate edge between two components is their closest pair of points; the C - 1 tree edges are
-    added with the median weight of the graph (see the comment below). Returns the new graph and the
-    (C - 1, 2) array of added edges.
+    The tangent is that of the endpoint whose local PCA was the more anisotropic (smaller lambda_2 /
+    lambda_1): a neighbourhood that caught points of another strand gives its point a poor tangent, and the
+    other endpoint's tangent then decides. Returns (length, normal offset), computed in chunks of edges.
     """
+    m = rows.size
+    length, normal = np.empty(m), np.empty(m)
+    for lo in range(0, m, chunk):
+        r, c = rows[lo:lo + chunk], cols[lo:lo + chunk]
+        e = X[c] - X[r]
+        own = np.where(isotropy[r] <= isotropy[c], r, c)
+        sq = np.einsum("ij,ij->i", e, e)
+        along = np.einsum("ij,ij->i", e, tangents[own])
+        length[lo:lo + chunk] = np.sqrt(sq)
+        normal[lo:lo + chunk] = np.sqrt(np.maximum(sq - along * along, 0.0))
+    return length, normal
+
+
+#: Candidate pairs per point when bridges follow tangents: its nearest points outside its component.
+_BRIDGE_CANDIDATES = 48
+#: Components up to this size find them in one tree of all points.
+_BRIDGE_SMALL = 256
+#: Bridge cost |e| (1 + _BRIDGE_NORMAL_PENALTY (normal offset / |e|)^2): a pair across the tangents costs up to
+#: 5x its length, so a slightly longer gap along the curve wins over a shorter jump to a neighbouring strand.
+_BRIDGE_NORMAL_PENALTY = 4.0
+
+
+def _closest_pair_tree(X: np.ndarray, labels: np.ndarray, n_components: int) -> np.ndarray:
+    """Edges (C - 1, 2) of a minimum spanning tree over components, each candidate the closest pair."""
     from sklearn.neighbors import NearestNeighbors
 
     members = [np.flatnonzero(labels == c) for c in range(n_components)]
@@ -95,7 +119,85 @@ def bridge_components(X: np.ndarray, W: sp.csr_matrix, labels: np.ndarray,
     # Minimum spanning tree of the complete component graph (distances may be 0 for touching parts).
     mst = minimum_spanning_tree(sp.csr_matrix(np.triu(dist + 1.0, k=1))).tocoo()
     edges = np.array([pair[min(a, b), max(a, b)] for a, b in zip(mst.row, mst.col)], dtype=np.int64)
-    edges = edges.reshape(-1, 2)
+    return edges.reshape(-1, 2)
+
+
+def _tangent_pair_tree(X: np.ndarray, labels: np.ndarray, n_components: int, tangents: np.ndarray,
+                       isotropy: np.ndarray) -> np.ndarray:
+    """Edges (C - 1, 2) of a minimum spanning tree over components, each candidate the pair of least
+    tangent-aware cost among the 48 nearest points outside its component of each point (both sides query: a
+    dense strand near one end can crowd the other end out of its list); components that no such pair joins
+    are joined by closest pairs. A component of up to 256 points queries one tree of all points (48 + its size
+    neighbours); a larger one a tree of the points outside it, from those of its points within 5 times its
+    closest approach (no pair farther can cost less than the closest one), at O(n log n) per large component
+    (at most n / 256 of them)."""
+    from sklearn.neighbors import NearestNeighbors
+
+    n = X.shape[0]
+    everything = NearestNeighbors().fit(X)
+    by_label = np.argsort(labels, kind="stable")
+    bounds = np.r_[0, np.cumsum(np.bincount(labels, minlength=n_components))]
+    rows, cols = [], []
+    for c in range(n_components):
+        own = by_label[bounds[c]:bounds[c + 1]]
+        if own.size <= _BRIDGE_SMALL:
+            ind = everything.kneighbors(X[own], n_neighbors=min(n, own.size + _BRIDGE_CANDIDATES),
+                                        return_distance=False)
+            r, cand = np.repeat(own, ind.shape[1]), ind.ravel()
+            out = labels[cand] != c
+            r, cand = r[out], cand[out]
+        else:
+            # Only points within (1 + penalty) times the component's closest approach can beat that pair's cost.
+            outside = np.flatnonzero(labels != c)
+            tree = NearestNeighbors().fit(X[outside])
+            d1 = tree.kneighbors(X[own], n_neighbors=1)[0][:, 0]
+            near = own[d1 <= (1.0 + _BRIDGE_NORMAL_PENALTY) * d1.min()]
+            q = min(_BRIDGE_CANDIDATES, outside.size)
+            ind = tree.kneighbors(X[near], n_neighbors=q, return_distance=False)
+            r, cand = np.repeat(near, q), outside[ind.ravel()]
+        rows.append(r)
+        cols.append(cand)
+    rows, cols = np.concatenate(rows), np.concatenate(cols)
+    edges = np.zeros((0, 2), dtype=np.int64)
+    if rows.size:
+        length, normal = transverse_offsets(X, rows, cols, tangents, isotropy)
+        ratio = np.divide(normal, length, out=np.zeros_like(normal), where=length > 0)
+        cost = length * (1.0 + _BRIDGE_NORMAL_PENALTY * ratio * ratio)
+        lo = np.minimum(labels[rows], labels[cols]).astype(np.int64)
+        hi = np.maximum(labels[rows], labels[cols]).astype(np.int64)
+        key = lo * n_components + hi
+        order = np.lexsort((cost, key))
+        first = order[np.r_[True, key[order[1:]] != key[order[:-1]]]]  # the cheapest pair per component pair
+        G = sp.csr_matrix((cost[first] + 1.0, (lo[first], hi[first])), shape=(n_components, n_components))
+        mst = minimum_spanning_tree(G).tocoo()
+        best = dict(zip(key[first].tolist(), first.tolist()))
+        picked = [best[min(a, b) * n_components + max(a, b)] for a, b in zip(mst.row, mst.col)]
+        edges = np.c_[rows[picked], cols[picked]].astype(np.int64).reshape(-1, 2)
+    if len(edges) < n_components - 1:  # pieces out of reach of the candidates: closest pairs between them
+        joined = sp.csr_matrix((np.ones(len(edges)), (labels[edges[:, 0]], labels[edges[:, 1]])),
+                               shape=(n_components, n_components))
+        n_super, group = connected_components(joined, directed=False)
+        edges = np.vstack([edges, _closest_pair_tree(X, group[labels], n_super)])
+    return edges
+
+
+def bridge_components(X: np.ndarray, W: sp.csr_matrix, labels: np.ndarray, n_components: int,
+                      tangents: np.ndarray | None = None,
+                      isotropy: np.ndarray | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Join the components of W by the edges of a minimum spanning tree over components.
+
+    Without tangents, each candidate edge between two components is their closest pair of points. With unit
+    ``tangents`` (and the ``isotropy`` lambda_2 / lambda_1 of each point's local PCA), the candidates pair each
+    point with its 48 nearest points outside its component, and the pair of least
+    ``|e| (1 + 4 (normal offset / |e|)^2)`` joins its two components: the gap along the curve rather than the
+    jump to a nearby strand (offsets as in :func:`transverse_offsets`); components that no candidate pair
+    reaches are joined by closest pairs. The C - 1 tree edges are added with the median weight of the graph
+    (see the comment below). Returns the new graph and the (C - 1, 2) array of added edges.
+    """
+    if tangents is None:
+        edges = _closest_pair_tree(X, labels, n_components)
+    else:
+        edges = _tangent_pair_tree(X, labels, n_components, tangents, isotropy)
     # A bridge is the only link between its two sides, so a least-squares fit over the graph satisfies
     # it exactly whatever its weight; a Gaussian weight of a long bridge would underflow and ruin the
     # conditioning, so bridges take the graph's median weight.

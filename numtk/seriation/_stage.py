@@ -7,11 +7,14 @@ Pipeline (each step's cost at n points, k graph neighbours, k_p PCA neighbours, 
    after it cheaper (O(n d^2));
 2. neighbours from scikit-learn, one query serving the graph and the local PCA;
 3. local PCA tangents, compiled (Lanczos per neighbourhood, threaded), the neighbourhood size chosen on a random
-   probe of at most 1000 points; large sizes use the nearest points of a random thinning of the cloud;
-4. Z2 sign synchronisation: scipy's minimum spanning tree, then compiled propagation and power iterations;
-5. compiled signed increments and right-hand side, then the Laplacian solve: compiled conjugate gradients with
+   probe of at most 1000 points; large sizes use the nearest points of a random thinning of the cloud; points whose
+   neighbourhood is not line-like fall back to a smaller one;
+4. the graph edges that run across the tangents (between strands of the curve closer than the k-NN radius) are
+   dropped, and the pieces joined along the tangents (O(n k d));
+5. Z2 sign synchronisation: scipy's minimum spanning tree, then compiled propagation and power iterations;
+6. compiled signed increments and right-hand side, then the Laplacian solve: compiled conjugate gradients with
    a two-level preconditioner (Jacobi plus a coarse correction on greedy aggregates of the graph, the coarse
-   system factored by SuperLU), or the spanning tree of step 4, or Jacobi; or a grounded sparse LU.
+   system factored by SuperLU), or the spanning tree of step 5, or Jacobi; or a grounded sparse LU.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 from numtk._lib import MapWrapper, NumtkWarning, Result, n_threads, normalize_rng
 from numtk._lib._validation import as_array, check_bool, check_int, check_option, check_real
-from numtk.seriation._graph import WEIGHTS, as_points, components, connect, graph_from_neighbors, orient
+from numtk.seriation._graph import (WEIGHTS, as_points, bridge_components, components, connect, graph_from_neighbors,
+                                   orient, transverse_offsets)
 
 __all__ = ["stage"]
 
@@ -42,6 +46,16 @@ _PROBE = 1000  # points on which the 'auto' rule chooses the neighbourhood size
 # k_p = 45 (median 0.47, frustration 0.45%) on the close-arm spiral at n = 2e4 and gave |tau| 0.950; 0.4 picks
 # 90 (0.998) and was never worse than 0.5 on the spec's reference cases and the benchmark curves.
 _ISOTROPY_THRESHOLD = 0.4
+# Edges across the tangents (see _drop_transverse): normal offset > 0.5 |e| and > 6 x the lower quartile of the
+# normal offsets of all edges.
+_TRANSVERSE_SLOPE = 0.5
+_TRANSVERSE_SCALE = 6.0
+_TRANSVERSE_QUANTILE = 0.25
+# Per-point fallback of the 'auto' tangents (see _tangents): a point whose ratio at the chosen size exceeds
+# _ISOTROPY_THRESHOLD takes the largest smaller neighbourhood (of at least _FALLBACK_MIN points) whose ratio is at
+# most _FALLBACK_RATIO.
+_FALLBACK_RATIO = 0.05
+_FALLBACK_MIN = 10
 _AUTO_MIN_FEATURES = 20  # pca_components='auto' reduces only from this many features on
 _AUTO_NOISE_MARGIN = 2.0  # ... keeping directions whose variance exceeds 2x the noise bulk's upper edge
 # Gaussian weights below this fraction of the median weight are raised to it: an outlier's edges would otherwise
@@ -177,20 +191,34 @@ class _Neighbourhoods:
         return keep[tree.kneighbors(points, n_neighbors=self.fit, return_distance=False)]
 
 
-def _tangents(U: np.ndarray, hoods: _Neighbourhoods, sizes: list[int], threads, rng: np.random.Generator):
-    """Local PCA tangents for the first size whose median eigenvalue ratio is <= 0.4 (else the best).
+def _tangents(U: np.ndarray, hoods: _Neighbourhoods, sizes: list[int], threads, rng: np.random.Generator,
+              k: int = 0):
+    """Local PCA tangents for the first size whose median eigenvalue ratio is <= 0.4 (else the best), with a
+    per-point fallback to smaller neighbourhoods.
 
     The size is chosen on a random probe of at most ``_PROBE`` points drawn from ``rng`` (all points when there
     are fewer; the median ratio of a thousand points is a stable estimate), then the tangents of all points
-    are computed once.
+    are computed once. Under 'auto' (several sizes), a point whose own ratio at the chosen size exceeds 0.4
+    (its neighbourhood is not line-like: typically it reaches a second strand of the curve, such as the next
+    arm of a spiral, while most points' do not) takes the tangent of the largest smaller neighbourhood -- the
+    smaller 'auto' sizes, then max(k, 10) -- whose ratio is at most 0.05 (clearly line-like); if there is none
+    it keeps its tangent. On a close spiral (n = 3000, d = 100, arm gap 0.3) the 45-point neighbourhoods
+    'auto' picks leave 3% of the tangents more than 30 degrees off, enough for the transverse-edge test to
+    cut good edges (|tau| 0.21); with the fallback 0.3-0.5% (0.999). A bound of 0.1 also let noisy small
+    neighbourhoods replace tangents on a noisy planar spiral and lost there. Above ``_PROBE`` points the
+    fallback runs only if it would replace the tangent of some probe point.
     """
     n = U.shape[0]
     chosen = sizes[-1]
-    if len(sizes) > 1:
+    auto = len(sizes) > 1
+    probe, probe_ratio = None, {}
+    probe_threads = 1 if callable(threads) else threads
+    if auto:
         probe = np.sort(rng.choice(n, size=_PROBE, replace=False)) if n > _PROBE else None
         best = None
         for kp in sizes:
-            med = float(np.median(_local_pca(U, hoods(kp, probe), 1 if callable(threads) else threads)[1]))
+            probe_ratio[kp] = _local_pca(U, hoods(kp, probe), probe_threads)[1]
+            med = float(np.median(probe_ratio[kp]))
             if best is None or med < best[1]:
                 best = (kp, med)
             if med <= _ISOTROPY_THRESHOLD:
@@ -199,7 +227,63 @@ def _tangents(U: np.ndarray, hoods: _Neighbourhoods, sizes: list[int], threads, 
         else:
             chosen = best[0]
     t, r = _local_pca(U, hoods(chosen), threads)
+    if auto and _FALLBACK_RATIO > 0:
+        smallest = max(k, _FALLBACK_MIN)
+        smaller = sorted({s for s in sizes if s < chosen} | ({smallest} if smallest < chosen else set()), reverse=True)
+        rows = np.flatnonzero(r > _ISOTROPY_THRESHOLD)
+        if probe is not None and rows.size and smaller:
+            # Beyond the probe's size, fall back only if some probe point would (a noisy curve at a large size has
+            # many points above 0.4 and hardly a line-like smaller neighbourhood: this skips the work there).
+            bad = probe[probe_ratio[chosen] > _ISOTROPY_THRESHOLD]
+            rescued = np.zeros(bad.size, dtype=bool)
+            for kp in smaller:
+                rs = (probe_ratio[kp][probe_ratio[chosen] > _ISOTROPY_THRESHOLD] if kp in probe_ratio
+                      else _local_pca(U, hoods(kp, bad), probe_threads)[1])
+                rescued |= rs <= _FALLBACK_RATIO
+            if not rescued.any():
+                rows = rows[:0]
+        for kp in smaller:
+            if rows.size == 0:
+                break
+            ts, rs = _local_pca(U, hoods(kp, rows), threads)
+            ok = rs <= _FALLBACK_RATIO
+            t[rows[ok]], r[rows[ok]] = ts[ok], rs[ok]
+            rows = rows[~ok]
     return t, r, chosen
+
+
+# --------------------------------------------------------------------------------------------------
+# Edges across strands
+# --------------------------------------------------------------------------------------------------
+
+def _drop_transverse(P: np.ndarray, W: sp.csr_matrix, tangents: np.ndarray, isotropy: np.ndarray):
+    """W without its edges across the tangents, and how many were removed.
+
+    An edge (i, j) of the k-NN graph is dropped when x_j - x_i is more than _TRANSVERSE_SLOPE (0.5) of its
+    length normal to the tangent (over 30 degrees off it) and that normal offset exceeds _TRANSVERSE_SCALE (6)
+    times the lower quartile of the normal offsets of all edges (a scale of the noise tube's width plus the
+    curvature's sagitta; a quartile rather than the median, so that it holds while up to three quarters of the
+    edges run between strands). The tangent is that of the endpoint with the smaller lambda_2 / lambda_1. Such
+    an edge joins two strands of the curve closer than the k-NN radius (neighbouring arms of a spiral): its
+    increment along the tangents is ~0 and would glue the strands together in the solve. Within one noisy
+    tube the limit is ~4.5 sigma for two normal directions (a tail of 3e-5), more for more directions, and
+    ~1.9 sigma for one (planar curves), where the 30-degree test still keeps all but the shortest edges.
+    Measured on close spirals (n 500-5000, arm gaps 0.2-0.6, d = 2 and 100) and the benchmark curves, it was
+    never worse than keeping the edges and much better wherever the k-NN graph joined arms; the median
+    in place of the quartile, or 4 or 8 in place of 6, each lost some of those cases.
+    """
+    C = sp.triu(W, k=1).tocoo()
+    if C.nnz == 0:
+        return W, 0
+    length, normal = transverse_offsets(P, C.row, C.col, tangents, isotropy)
+    limit = _TRANSVERSE_SCALE * float(np.quantile(normal, _TRANSVERSE_QUANTILE))
+    drop = (normal > limit) & (normal > _TRANSVERSE_SLOPE * length)
+    n_drop = int(np.count_nonzero(drop))
+    if n_drop == 0:
+        return W, 0
+    keep = ~drop
+    U = sp.csr_matrix((C.data[keep], (C.row[keep], C.col[keep])), shape=W.shape)
+    return (U + U.T).tocsr(), n_drop
 
 
 # --------------------------------------------------------------------------------------------------
@@ -442,8 +526,18 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         of at most 1000 points and keeps the first whose median eigenvalue ratio
         :math:`\lambda_2/\lambda_1` is at most 0.4 (else the size of the smallest median). Sizes above
         q = max(6k, 64) (large n) fit the q nearest points of a random thinning of the cloud that keeps a
-        fraction q / size of it: the same radius at the cost of q points. An int is used as given (exact
-        neighbourhoods).
+        fraction q / size of it: the same radius at the cost of q points. A point whose own ratio at that
+        size exceeds 0.4 (typically its neighbourhood reaches a second strand of the curve, such as the
+        next arm of a spiral) takes the tangent of the largest smaller neighbourhood (the smaller sizes
+        tried, then max(k, 10)) whose ratio is at most 0.05, if any. An int is used as given (exact
+        neighbourhoods, no fallback).
+
+        Whatever the size, the graph edges that run across the tangents are then dropped: an edge whose
+        displacement is more than 30 degrees off the tangent (of its endpoint with the smaller ratio) and
+        whose offset normal to it exceeds 6 times the lower quartile of those offsets over all edges. Such
+        edges join strands closer than the k-NN radius; their increments are ~0 and would glue the strands
+        together in the solve. Within one noisy tube the offsets are noise and (almost) no edge goes. If
+        this splits the graph, the pieces are joined along the tangents (see `allow_disconnected`).
     pca_components : int, 'auto' or None, optional
         Project the points onto their leading principal directions before anything else (the neighbour
         search, local PCA and increments then work in that space; discarded directions carry only
@@ -470,9 +564,12 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     max_iter : int, optional
         Iterations of the conjugate gradients; default max(1000, n).
     allow_disconnected : bool, optional
-        True (default): a disconnected graph is joined by the closest pairs of points between its
-        components along a spanning tree, and ``n_components`` reports how many there were. False:
-        a disconnected graph raises ValueError.
+        True (default): a disconnected graph is joined along a spanning tree of its components, each
+        link the pair (among each point's 48 nearest outside its component) of least
+        :math:`|e|(1 + 4 (e_\perp / |e|)^2)`, with :math:`e_\perp` the offset normal to the tangent: the gap
+        along the curve rather than a jump to a nearby strand. ``n_components`` reports how many
+        components the k-NN graph had. False: a disconnected k-NN graph raises ValueError (pieces left
+        by dropping transverse edges are always joined).
     root : int, optional
         A row at the start of the curve: the sign of the embedding puts it nearer the low end. By
         default the entry of largest magnitude is made positive.
@@ -502,7 +599,9 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         graph, before joining), ``labels``, ``frustration`` (weight share of edges the signs leave
         inconsistent), ``tangent_neighbors`` (the size used), ``tangent_fit_points`` (points each tangent
         is fitted to: fewer than ``tangent_neighbors`` when a thinned cloud is used), ``isotropy``
-        (:math:`\lambda_2/\lambda_1` per row), ``pca_components`` (directions kept, or None).
+        (:math:`\lambda_2/\lambda_1` per row, of the neighbourhood its tangent came from),
+        ``transverse_edges`` (k-NN graph edges dropped as running across the tangents; ``graph`` is
+        without them), ``pca_components`` (directions kept, or None).
 
     Notes
     -----
@@ -603,13 +702,19 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         query = min(m, max(k + 1, sizes[min(1, len(sizes) - 1)]))
         dist, ind = nn.kneighbors(P, n_neighbors=query)  # self first: the rows are distinct
     W, _ = graph_from_neighbors(dist[:, 1:k + 1], ind[:, 1:k + 1], weights=weights, bandwidth=bandwidth)
-    W, n_comp, labels = connect(W, P, allow_disconnected)
-    if W.nnz and weights == "gaussian":
-        W.data = np.maximum(W.data, _WEIGHT_FLOOR * float(np.median(W.data)))
+    n_comp, labels = components(W)
+    if n_comp > 1 and not allow_disconnected:
+        connect(W, P, allow_disconnected)  # raises
     hoods = _Neighbourhoods(P, nn, ind, rng, None if n_jobs == 1 else n_jobs)
-    tangents, isotropy, kp = _tangents(P, hoods, sizes, threads, rng)
+    tangents, isotropy, kp = _tangents(P, hoods, sizes, threads, rng, k)
     fit_points = min(int(kp), int(hoods.fit)) if hoods.thinned(kp) else int(kp)
     del dist, ind, hoods
+    W, n_transverse = _drop_transverse(P, W, tangents, isotropy)
+    n_split, split = components(W) if n_transverse or n_comp > 1 else (1, None)
+    if n_split > 1:  # join the pieces along the tangents: the gap along the curve, not the jump to another strand
+        W, _ = bridge_components(P, W, split, n_split, tangents, isotropy)
+    if W.nnz and weights == "gaussian":
+        W.data = np.maximum(W.data, _WEIGHT_FLOOR * float(np.median(W.data)))
     signs, frustration, tree = _synchronise(W, tangents, max_sync_iter, kernel_threads, return_tree=True)
     if solver == "auto":
         solver = "cg"
@@ -623,7 +728,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
                   signs=signs[inverse], graph=W, inverse=inverse, residual=sol.residual, misfit=sol.misfit,
                   nit=sol.nit, n_components=int(n_comp), labels=labels[inverse], frustration=frustration,
                   tangent_neighbors=int(kp), tangent_fit_points=fit_points, isotropy=isotropy[inverse],
-                  pca_components=None if basis is None else int(basis.shape[1]))
+                  transverse_edges=int(n_transverse), pca_components=None if basis is None else int(basis.shape[1]))
 
 
 def _to_features(tangents: np.ndarray, basis: np.ndarray, signs: np.ndarray):
@@ -684,5 +789,5 @@ def _small_or_line(X, U, inverse, root, basis=None) -> Result:
     return Result(order=np.argsort(embedding, kind="stable"), embedding=embedding, tangents=tangents[inverse],
                   signs=signs[inverse], graph=sp.csr_matrix((m, m)), inverse=inverse, residual=0.0, misfit=0.0,
                   nit=0, n_components=1, labels=np.zeros(n, dtype=np.int64), frustration=0.0, tangent_neighbors=0,
-                      tangent_fit_points=0,
-                  isotropy=np.zeros(n), pca_components=None if basis is None else int(basis.shape[1]))
+                  tangent_fit_points=0, isotropy=np.zeros(n), transverse_edges=0,
+                  pca_components=None if basis is None else int(basis.shape[1]))
