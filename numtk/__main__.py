@@ -16,6 +16,7 @@ DEMOS: dict[str, str] = {
     "stage": "numtk.seriation._demo:run",
     "counterfactual": "numtk.counterfactual._demo:run",
     "psro": "numtk.games._demo:run",
+    "sampler": "numtk.sampling._demo:run",
 }
 
 _COLUMNS = ("area", "method", "n", "result", "vs anchor", "speed")

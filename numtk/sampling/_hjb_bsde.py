@@ -271,9 +271,9 @@ def _value_log_Z(W0: FunctionalTT, d: int, rng, n: int = 100_000) -> tuple[float
 
 def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float = 3.0,
               time_grid: Any = None, method: str = "bsde", scheme: str = "implicit", theta: float = 1.0,
-              newton_iter: int = 3, newton_tol: float = 1e-8, implicit_solver: str = "newton",
+              newton_iter: int = 1, newton_tol: float = 1e-8, implicit_solver: str = "newton",
               basis: str = "bspline", degree: int = 31, ranks: int = 2, max_rank: int = 8,
-              rank_tol: float = 1e-8, regularization: Any = None, sweeps: int = 2,
+              rank_tol: float = 1e-8, regularization: Any = None, sweeps: int = 1,
               n_paths: int | None = None, design_samples: Any = None, design_mix=(0.6, 0.3, 0.1),
               refine: int = 1, refine_paths: int = 10000, control_variate: bool = True,
               loc: Any = None, scale: Any = None, hermite_degree: int = 120, hermite_tol: float = 1e-10,
@@ -305,7 +305,9 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
         Implicitness in (0, 1]; 1/2 halves the O(dt) value bias but was less stable.
     newton_iter, newton_tol : int, float
         Newton-linearised iterations per step (stop when the design-RMS change is below
-        ``newton_tol`` times the target's standard deviation).
+        ``newton_tol`` times the target's standard deviation). One iteration (default) linearises
+        around the previous step's solution; on a 2-D Gaussian, 3 iterations of 2 sweeps gave the same
+        score error (1.2e-2 at N = 50, dominated by the O(dt) time error) at 4x the cost.
     implicit_solver : {'newton', 'picard'}
         Picard fixed-point iterations diverge where ``dt * Lip`` is not small; kept for comparison.
     basis, degree, ranks, max_rank, rank_tol : str, int, int, int, float
@@ -314,8 +316,8 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
     regularization : float or dict, optional
         Passed to :meth:`FunctionalTT.fit`; default ``{'ridge': 1e-8, 'h2': 1e-5}`` (the curvature
         penalty keeps fine bases stable).
-    sweeps : int, default 2
-        ALS sweeps per regression (warm-started from the previous step).
+    sweeps : int, default 1
+        ALS sweeps per regression (warm-started from the previous step; the terminal fit uses 4).
     n_paths : int, optional
         Design points per step; default ``max(4000, 20 * ranks**2 * (degree + 1))``.
     design_samples : array_like of shape (n, d), optional
@@ -424,7 +426,7 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
                                times=times, T=float(times[-1]))
         return Result(times=times, W=[None] * len(times), phi=sol, log_Z_value=float(sol.log_Z),
                       log_Z_value_stderr=0.0, loc=np.asarray(sol.loc), scale=np.asarray(sol.scale), box=None,
-                      tau_min=float(sol.tau_min()), ess=None, diagnostics=[], method="hermite",
+                      tau_min=float(sol.tau_min(criterion="coordinate")), ess=None, diagnostics=[], method="hermite",
                       wall_time=time.perf_counter() - start)
 
     pre = _Preconditioned(target, loc_a, scale_a, workers)
