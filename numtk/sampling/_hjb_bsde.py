@@ -39,6 +39,7 @@ from numtk.ftt import FunctionalTT
 __all__ = ["solve_hjb", "time_grid"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
+_BOX_CAP = 15.0
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -131,8 +132,11 @@ def _box(bounds_y: np.ndarray | None, pilot: np.ndarray | None, d: int, margin: 
         lo = np.minimum(lo, np.quantile(pilot, 0.001, axis=0))
         hi = np.maximum(hi, np.quantile(pilot, 0.999, axis=0))
     elif bounds_y is not None:
-        lo = np.minimum(lo, bounds_y[:, 0])
-        hi = np.maximum(hi, bounds_y[:, 1])
+        # a first box from the target's bounds, capped: heavy-tailed coordinates (the funnel's x_i reach
+        # +-3000 at mass 1 - 1e-6) would leave no resolution where the mass is; refinement rounds replace
+        # it by the pilot's quantiles
+        lo = np.minimum(lo, np.maximum(bounds_y[:, 0], -_BOX_CAP))
+        hi = np.maximum(hi, np.minimum(bounds_y[:, 1], _BOX_CAP))
     return np.column_stack([lo - margin, hi + margin])
 
 
