@@ -100,3 +100,23 @@ def test_errors(fitted):
         sampler.sample(0)
     with pytest.raises(ValueError, match="target"):
         ScoreBasedSampler(gaussian(mean=[0.0], cov=[[1.0]]).log_density).fit()
+
+
+def test_steep_controls_are_tamed_and_weights_stay_exact():
+    """A frozen steep control (slope 1e3) would make explicit steps explode; the tamed step keeps every path
+    finite (the weights follow the kernel actually sampled; unbiasedness for any control is tested above)."""
+    from numtk.sampling import time_grid
+    from numtk.sampling._sampler import _tame, simulate_paths
+
+    g = np.array([[1e6, 0.0], [np.nan, 1.0], [0.1, 0.1]])
+    y = np.array([[3.0, 4.0], [0.0, 0.0], [1.0, 0.0]])
+    t = _tame(g, y, 0.1)
+    np.testing.assert_allclose(0.1 * np.linalg.norm(t[0]), 6.0)   # capped at 1 + |y|
+    np.testing.assert_array_equal(t[1], [0.0, 0.0])               # non-finite row -> reference drift
+    np.testing.assert_array_equal(t[2], g[2])                     # untouched in the bulk
+
+    target = gaussian(mean=[0.5], cov=[[0.5]])
+    rng = np.random.default_rng(0)
+    Y, logw = simulate_paths(lambda y, n: -1e3 * y, time_grid(3.0, 20), target.log_density, 2000, rng, dim=1)
+    assert np.all(np.isfinite(Y)) and np.all(np.isfinite(logw))
+    assert np.max(np.abs(Y)) < 50
