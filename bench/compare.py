@@ -6,6 +6,7 @@ Usage::
     python bench/compare.py --quick                # n = 1e3 .. 1e6, 5 repetitions (< 1 minute)
     python bench/compare.py --sizes 1e6 --data continuous,ties,heavy_ties --repeat 9
     python bench/compare.py --kernels none --counterfactual   # group maps vs cvxpy and DAQP only
+    python bench/compare.py --kernels none --sampling         # sampler fit, log Z, ESS; Sinkhorn, MMD
 
 For every kernel, data kind and size it prints the median time of numtk with ``workers=1``
 and ``workers=-1`` and of the SciPy anchor, the ratios anchor/numtk (> 1: numtk faster), and
@@ -297,6 +298,11 @@ def main(argv=None):
         action="store_true",
         help="also time numtk.ftt (FunctionalTT evaluation against a NumPy einsum reference, one ALS sweep)",
     )
+    parser.add_argument(
+        "--sampling",
+        action="store_true",
+        help="also time numtk.sampling (ScoreBasedSampler.fit with |dlog Z| and ESS; sinkhorn vs POT, mmd vs NumPy)",
+    )
     args = parser.parse_args(argv)
     if args.sizes is None:
         args.sizes = QUICK_SIZES if args.quick else FULL_SIZES
@@ -337,6 +343,10 @@ def main(argv=None):
         from benchmarks._ftt import compare as compare_ftt
 
         compare_ftt(quick=args.quick)
+    if args.sampling:
+        from benchmarks._sampling import compare as compare_sampling
+
+        compare_sampling(quick=args.quick)
     print(f"total {time.perf_counter() - start:.1f} s")
 
 

@@ -18,6 +18,8 @@ import scipy.linalg
 from numtk._lib import progress_bar
 
 CHUNK = 4096
+# below this reciprocal condition estimate of the (Jacobi-scaled) normal equations, a core is solved by QR
+RCOND_QR = 1e-11
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -103,6 +105,34 @@ def normal_equations(L, Phi, R, w, y, n_train, penalty):
     return G, b / wsum
 
 
+def design_rows(L, DL, Phi, DPhi, R, DR, s):
+    """Rows ``s`` of the design matrix of one core: ``L (x) phi (x) R``, plus the directional-derivative
+    terms when ``DL`` is given (see :func:`normal_equations_rows`)."""
+    P = L.shape[1] * Phi.shape[1] * R.shape[1]
+    LP = L[s, :, None] * Phi[s, None, :]
+    if DL is None:
+        return (LP[:, :, :, None] * R[s, None, None, :]).reshape(-1, P)
+    T = LP + DL[s, :, None] * Phi[s, None, :] + L[s, :, None] * DPhi[s, None, :]
+    return (T[:, :, :, None] * R[s, None, None, :] + LP[:, :, :, None] * DR[s, None, None, :]).reshape(-1, P)
+
+
+def solve_qr(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty):
+    """The same least-squares problem solved by QR of the explicit design stacked on the penalty's
+    Cholesky factor: conditioning cond(A) instead of cond(A)^2. Used when the normal equations are
+    numerically singular (basis functions where the design has almost no points)."""
+    P = L.shape[1] * Phi.shape[1] * R.shape[1]
+    wsum = float(np.sum(w[:n_train]))
+    sw = np.sqrt(w[:n_train] / wsum)
+    A = design_rows(L, DL, Phi, DPhi, R, DR, slice(0, n_train)) * sw[:, None]
+    try:
+        C = np.linalg.cholesky(penalty).T
+    except np.linalg.LinAlgError:
+        C = np.sqrt(max(float(np.max(np.diag(penalty))), 1e-300)) * np.eye(P)
+    A = np.vstack([A, C])
+    rhs = np.concatenate([y[:n_train] * sw, np.zeros(P)])
+    return scipy.linalg.lstsq(A, rhs, lapack_driver="gelsy", check_finite=False)[0]
+
+
 def normal_equations_rows(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty):
     """The normal equations when each row also carries a directional derivative ``v_m . grad f(x_m)``.
 
@@ -117,9 +147,7 @@ def normal_equations_rows(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty):
     rows = max(256, min(CHUNK, 1_000_000 // P))
     for m0 in range(0, n_train, rows):
         s = slice(m0, min(m0 + rows, n_train))
-        LP = L[s, :, None] * Phi[s, None, :]
-        T = LP + DL[s, :, None] * Phi[s, None, :] + L[s, :, None] * DPhi[s, None, :]
-        A = (T[:, :, :, None] * R[s, None, None, :] + LP[:, :, :, None] * DR[s, None, None, :]).reshape(-1, P)
+        A = design_rows(L, DL, Phi, DPhi, R, DR, s)
         b += A.T @ (w[s] * y[s])
         A *= np.sqrt(w[s])[:, None]
         # symmetric rank-k update: half the flops of A^T A (upper triangle, Fortran order)
@@ -138,15 +166,28 @@ def _syrk(A: np.ndarray, C: np.ndarray) -> np.ndarray:
     return dsyrk(1.0, A, beta=1.0, c=C, trans=1, lower=0, overwrite_c=1)
 
 
-def solve_spd(G: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Cholesky solve, falling back to least squares when G is not numerically positive definite."""
+def solve_spd(G: np.ndarray, b: np.ndarray, rcond_min: float = 0.0) -> np.ndarray | None:
+    """Cholesky solve, falling back to least squares when G is not numerically positive definite.
+
+    The system is Jacobi-scaled first: B-spline functions at the edge of a Gaussian design carry few
+    points, so their diagonal entries are tiny and the unscaled normal equations lose most digits (a
+    sum of quartic wells fitted exactly by an additive start drifted to 1e-2 error within one sweep).
+    """
+    diag = np.diag(G).copy()
+    scale = 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0))
+    Gs = G * scale[:, None] * scale[None, :]
+    bs = b * scale
     try:
-        c, low = scipy.linalg.cho_factor(G, lower=False, check_finite=False)
-        x = scipy.linalg.cho_solve((c, low), b, check_finite=False)
+        c, low = scipy.linalg.cho_factor(Gs, lower=False, check_finite=False)
+        dc = np.abs(np.diag(c))
+        if rcond_min and (dc.min() / dc.max()) ** 2 < rcond_min:
+            return None  # numerically singular: the caller solves by QR instead
+        x = scipy.linalg.cho_solve((c, low), bs, check_finite=False) * scale
         if np.all(np.isfinite(x)):
             return x
     except (np.linalg.LinAlgError, scipy.linalg.LinAlgError, ValueError):
-        pass
+        if rcond_min:
+            return None
     return scipy.linalg.lstsq(G, b, check_finite=False)[0]
 
 
@@ -222,12 +263,16 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
     def solve(k):
         ra, n, rb = cores[k].shape
         pen = penalty_matrix(ra, n, rb, ridge, h2, P2[k] if P2 is not None else None)
+        args = ((Lint[k], DLint[k], phis[k], vphis[k], Rint[k], DRint[k]) if directional
+                else (Lint[k], None, phis[k], None, Rint[k], None))
         if directional:
-            G, b = normal_equations_rows(Lint[k], DLint[k], phis[k], vphis[k], Rint[k], DRint[k], w, y, n_train,
-                                         pen)
+            G, b = normal_equations_rows(*args, w, y, n_train, pen)
         else:
             G, b = normal_equations(Lint[k], phis[k], Rint[k], w, y, n_train, pen)
-        cores[k] = np.ascontiguousarray(solve_spd(G, b).reshape(ra, n, rb))
+        x = solve_spd(G, b, rcond_min=RCOND_QR)
+        if x is None:
+            x = solve_qr(*args, w, y, n_train, pen)
+        cores[k] = np.ascontiguousarray(x.reshape(ra, n, rb))
 
     def errors(k):
         pred = _ftt_ext.site_values(Lint[k], phis[k], Rint[k], cores[k])
@@ -251,9 +296,10 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
         return max(val, floor) < max(best[1], floor) * margin
 
     history = []
-    best = ([c.copy() for c in cores], np.inf)
-    # the starting model's validation error (the reference for the first sweep's improvement)
+    # the starting model's validation error: the reference for the first sweep's improvement, and the
+    # model kept if no sweep validates better (a good warm or additive start is never made worse)
     prev_val = errors(0)[1]
+    best = ([c.copy() for c in cores], prev_val if np.isfinite(prev_val) else np.inf)
     stale = 0
     enrich = False
     n_done = 0

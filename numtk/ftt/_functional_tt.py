@@ -170,7 +170,7 @@ class FunctionalTT(Estimator):
             regularization: float | dict = 1e-8, rank_adaptive: bool = True, max_rank: int = 10,
             rank_tol: float = 1e-8, warm_start: "FunctionalTT | None" = None, rng: Any = None,
             progress: bool = False, callback: Callable | None = None,
-            directional: Any = None) -> "FunctionalTT":
+            directional: Any = None, init: str = "random") -> "FunctionalTT":
         """Fit the cores to samples ``(X, y)`` by alternating least squares with rank adaptation.
 
         10% of the rows (chosen by ``rng``; none when fewer than 20 rows) are held out to measure the
@@ -210,6 +210,13 @@ class FunctionalTT(Estimator):
             Vectors ``v_m``: fit ``f(x_m) + v_m . grad f(x_m) = y_m`` instead of ``f(x_m) = y_m`` (a
             first-order differential operator in the rows; the linearised implicit BSDE step of
             :mod:`numtk.sampling` is this problem). The rows are then formed explicitly in chunks.
+        init : {'random', 'additive'}, default 'random'
+            Starting cores when there is no ``warm_start``: the constant ``mean(y)`` plus small random
+            rank padding, or the least-squares additive model ``f_1(x_1) + ... + f_d(x_d)`` written as its
+            exact rank-2 train (padded to ``ranks``). ALS from a near-constant start can stall on
+            functions with a large dynamic range under a non-uniform design (a sum of quartic wells on
+            Gaussian points: 9% relative error after 30 sweeps); log-densities are often close to
+            additive, and the additive start fits such a sum exactly.
 
         Returns
         -------
@@ -252,6 +259,7 @@ class FunctionalTT(Estimator):
             check_finite(directional, "directional")
             if directional.shape != (M, d):
                 raise ValueError(f"`directional` must have the shape of `X`, {(M, d)}; got {directional.shape}")
+        init = check_option(init, "init", ("random", "additive"))
         sweeps = check_int(sweeps, "sweeps", minimum=1)
         tol = check_real(tol, "tol", low=0.0)
         if isinstance(regularization, dict):
@@ -302,6 +310,8 @@ class FunctionalTT(Estimator):
         phis = [np.ascontiguousarray(e[0]) for e in evals]
         dphis = None if directional is None else [np.ascontiguousarray(e[1]) for e in evals]
         D = None if directional is None else np.ascontiguousarray(directional[order])
+        if init == "additive" and warm_start is None and d > 1:
+            cores = self._additive_cores(bases, phis, yo, wo, M - n_val, self._initial_ranks(bases), rng)
         U = [_basis.gram_factor(b) for b in bases]
         P2 = [_basis.h2_penalty(b) for b in bases] if h2 > 0 else None
         with single_blas_thread():
@@ -331,6 +341,37 @@ class FunctionalTT(Estimator):
             out.append(int(min(inner[k - 1], left, right)))
         out.append(1)
         return out
+
+    @staticmethod
+    def _additive_cores(bases, phis, y, w, n_train, ranks, rng):
+        """The weighted least-squares additive model sum_k f_k(x_k) as an exact rank-2 train, padded to
+        ``ranks`` (at least 2) with small random entries."""
+        from numtk.ftt._als import solve_spd
+
+        d = len(bases)
+        sw = np.sqrt(w[:n_train])[:, None]
+        A = np.concatenate([p[:n_train] for p in phis], axis=1) * sw
+        G = A.T @ A
+        # each block spans the constants: the d - 1 redundant directions are fixed by a tiny ridge
+        G[np.diag_indices_from(G)] += 1e-10 * (np.trace(G) / len(G) or 1.0)
+        coef = solve_spd(G, A.T @ (y[:n_train, None] * sw)[:, 0])
+        splits = np.cumsum([b.n for b in bases])[:-1]
+        fs = np.split(coef, splits)
+        es = [_basis.constant_coefficients(b) for b in bases]
+        cores = []
+        for k, b in enumerate(bases):
+            ra = 1 if k == 0 else max(2, ranks[k])
+            rb = 1 if k == d - 1 else max(2, ranks[k + 1])
+            core = 1e-3 * rng.standard_normal((ra, b.n, rb))
+            if k == 0:
+                core[0, :, 0], core[0, :, 1] = fs[0], es[0]
+            elif k == d - 1:
+                core[0, :, 0], core[1, :, 0] = es[k], fs[k]
+            else:
+                core[:2, :, :2] = 0.0
+                core[0, :, 0], core[1, :, 0], core[1, :, 1] = es[k], fs[k], es[k]
+            cores.append(core)
+        return cores
 
     @staticmethod
     def _initial_cores(bases, ranks, mean, rng):

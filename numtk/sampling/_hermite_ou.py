@@ -577,7 +577,7 @@ class HermiteOUSolution:
 def hermite_solution(target: Any, *, degree: int = 120, loc: Any = None, scale: Any = None,
                      hermite_tol: float = 1e-10, times: Any = None, T: Any = None,
                      eps: float = 1e-12) -> HermiteOUSolution:
-    r"""The exact OU/Hermite solution of a target with a Hermite tensor train (spec §2.6).
+    r"""The exact OU/Hermite solution of a target with a Hermite tensor train.
 
     Parameters
     ----------

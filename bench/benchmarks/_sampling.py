@@ -1,0 +1,93 @@
+"""Sampler benchmark problems and the side-by-side run for ``bench/compare.py --sampling``.
+
+Two small problems, solved by :class:`numtk.sampling.ScoreBasedSampler` (BSDE regression, implicit
+Newton scheme, cubic B-splines) from scratch, without exact samples in the design:
+
+- ``mixture-1d``: the 1-D two-mode mixture 0.3 N(-1.5, 0.3) + 0.7 N(1.5, 0.3), given as a plain callable
+  (``Target.from_callable``); log Z = log sqrt(2 pi 0.3);
+- ``gaussian-3d``: :func:`numtk.sampling.gaussian` with a diagonal covariance in d = 3.
+
+Each row is ``(name, fit seconds, |log Z^ - log Z|, stderr, ESS, ELBO gap)``: the importance-weighted
+estimate from ``n_paths`` generative paths against the exact log Z. The metric rows (Sinkhorn against POT,
+MMD² against NumPy) come from :mod:`benchmarks._sampling_metrics`.
+"""
+
+import math
+import time
+import warnings
+
+import numpy as np
+
+#: name -> solve_hjb keyword arguments (small settings: seconds per fit).
+SETTINGS = {
+    "mixture-1d": dict(solver="bsde", n_steps=40, degree=31, refine=1),
+    "gaussian-3d": dict(solver="bsde", n_steps=30, degree=15, refine=0),
+}
+QUICK_SETTINGS = {
+    "mixture-1d": dict(solver="bsde", n_steps=20, degree=23, refine=0),
+    "gaussian-3d": dict(solver="bsde", n_steps=20, degree=11, refine=0),
+}
+
+
+def _mixture_log_rho(x):
+    x = np.asarray(x)[:, 0]
+    return np.logaddexp(math.log(0.3) - (x + 1.5) ** 2 / 0.6, math.log(0.7) - (x - 1.5) ** 2 / 0.6)
+
+
+def make_target(name):
+    """The target of problem ``name`` (its ``log_Z`` is exact)."""
+    from numtk.sampling import Target, gaussian
+
+    if name == "mixture-1d":
+        return Target.from_callable(_mixture_log_rho, 1, log_Z=0.5 * math.log(2 * math.pi * 0.3))
+    if name == "gaussian-3d":
+        return gaussian(mean=[1.0, -0.5, 0.0], cov=np.diag([0.5, 1.5, 1.0]))
+    raise ValueError(f"unknown problem {name!r}")
+
+
+def fit_sampler(name, settings=None, seed=0):
+    """A fitted ScoreBasedSampler on problem ``name`` (warnings silenced)."""
+    from numtk.sampling import ScoreBasedSampler
+
+    kw = dict((settings or SETTINGS)[name])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ScoreBasedSampler(make_target(name), rng=seed, **kw).fit()
+
+
+def sampler_row(name, settings=None, n_paths=20000, seed=0):
+    """``(name, fit seconds, |dlog Z|, stderr, ESS, ELBO gap)`` of one fit from scratch."""
+    target = make_target(name)
+    t0 = time.perf_counter()
+    sampler = fit_sampler(name, settings, seed)
+    t_fit = time.perf_counter() - t0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = sampler.log_Z(n=n_paths, rng=seed + 1)
+    return (name, t_fit, abs(est.value - target.log_Z), est.stderr, est.ess, target.log_Z - est.elbo)
+
+
+def sampler_rows(quick=False, n_paths=None):
+    """One row per problem."""
+    settings = QUICK_SETTINGS if quick else SETTINGS
+    n_paths = n_paths or (5000 if quick else 20000)
+    return [sampler_row(name, settings, n_paths) for name in settings]
+
+
+def compare(quick=False, out=print):
+    """Print the sampler rows and the metric rows (used by bench/compare.py); returns both lists."""
+    from benchmarks._sampling_metrics import compare as compare_metrics
+
+    settings = QUICK_SETTINGS if quick else SETTINGS
+    out("\n== sampling: ScoreBasedSampler.fit (BSDE, no exact samples) and the sample metrics")
+    out(f"{'problem':<14} {'fit [s]':>8} {'|dlogZ|':>9} {'stderr':>9} {'ESS':>6} {'ELBO gap':>9}  settings")
+    rows = sampler_rows(quick)
+    for name, t, err, se, ess, gap in rows:
+        kw = ", ".join(f"{k}={v}" for k, v in settings[name].items())
+        out(f"{name:<14} {t:8.2f} {err:9.2e} {se:9.2e} {ess:6.3f} {gap:9.2e}  {kw}")
+    metric_rows = compare_metrics(quick=quick)
+    return rows, metric_rows
+
+
+if __name__ == "__main__":
+    compare()
