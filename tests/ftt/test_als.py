@@ -192,3 +192,48 @@ def test_directional_validation():
         FunctionalTT().fit(X, X[:, 0], directional=np.zeros((50, 3)))
     with pytest.raises(ValueError, match="directional"):
         FunctionalTT().fit(X, X[:, 0], directional=np.full((50, 2), np.nan))
+
+
+def test_additive_start_fits_a_sum_of_quartic_wells():
+    """init='additive': the least-squares additive model is an exact rank-2 train, and ALS keeps it."""
+    rng = np.random.default_rng(0)
+    X = np.clip(rng.normal(size=(4000, 4)) * 1.5, -4.5, 4.5)
+
+    def g(x):
+        return -x ** 4 + 6 * x ** 2 + 0.5 * x
+
+    y = g(X[:, 0]) + g(X[:, 2]) - 0.5 * X[:, 1] ** 2
+    for basis, degree in (("legendre", 8), ("bspline", 31)):
+        f = FunctionalTT(basis, degree=degree, ranks=2, domain=[[-4.5, 4.5]] * 4)
+        f.fit(X, y, sweeps=5, rng=0, init="additive", regularization=1e-10)
+        assert np.sqrt(np.mean((f.predict(X) - y) ** 2)) / np.std(y) < 1e-4, basis
+        assert max(f.ranks_) == 2
+    with pytest.raises(ValueError, match="init"):
+        FunctionalTT().fit(X, y, init="zeros")
+
+
+def test_qr_core_solve_matches_dense_least_squares():
+    from numtk.ftt._als import normal_equations, penalty_matrix, solve_qr, solve_spd
+
+    rng = np.random.default_rng(1)
+    M, ra, n, rb = 300, 2, 5, 3
+    L, Phi, R = rng.normal(size=(M, ra)), rng.normal(size=(M, n)), rng.normal(size=(M, rb))
+    w, y = rng.uniform(0.5, 2, M), rng.normal(size=M)
+    pen = penalty_matrix(ra, n, rb, 1e-3, 0.0, None)
+    A = np.einsum("ma,mi,mc->maic", L, Phi, R).reshape(M, -1)   # dense reference rows
+    ref = np.linalg.solve(A.T @ (w[:, None] * A) / w.sum() + pen, A.T @ (w * y) / w.sum())
+    np.testing.assert_allclose(solve_qr(L, None, Phi, None, R, None, w, y, M, pen), ref, rtol=1e-9, atol=1e-12)
+    G, b = normal_equations(L, Phi, R, w, y, M, pen)
+    np.testing.assert_allclose(solve_spd(G, b), ref, rtol=1e-9, atol=1e-12)
+    # a numerically singular system is handed to the QR path
+    assert solve_spd(np.array([[1.0, 1.0], [1.0, 1.0 + 1e-13]]), np.ones(2), rcond_min=1e-11) is None
+
+
+def test_a_good_start_is_never_made_worse():
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-1, 1, (500, 3))
+    y = np.sin(X).sum(1)
+    f = FunctionalTT("legendre", degree=9, ranks=2, domain=[[-1, 1]] * 3).fit(X, y, rng=0, **EXACT)
+    g = FunctionalTT("legendre", degree=9, ranks=2, domain=[[-1, 1]] * 3)
+    g.fit(X, y, rng=1, sweeps=1, warm_start=f, **EXACT)
+    assert np.sqrt(np.mean((g.predict(X) - y) ** 2)) <= np.sqrt(np.mean((f.predict(X) - y) ** 2)) * (1 + 1e-6)
