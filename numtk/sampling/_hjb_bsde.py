@@ -227,9 +227,8 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
             else:
                 base = ytil + (1.0 - theta) * dt * driver_next
                 cur = Wn1
-                prev_vals = cur.predict(X)
+                prev_vals, g = cur.evaluate(X, gradient=True)
                 for it in range(opts["newton_iter"]):
-                    g = cur.gradient(X)
                     gg = np.einsum("ij,ij->i", g, g)
                     if opts["implicit_solver"] == "newton":
                         new = model().fit(X, base - theta * dt * gg, warm_start=cur, rng=rng,
@@ -237,14 +236,14 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
                     else:  # picard
                         new = model().fit(X, base + theta * dt * gg, warm_start=cur, rng=rng, **fit_kw)
                     n_it = it + 1
-                    vals = new.predict(X)
+                    vals, g = new.evaluate(X, gradient=True)  # one pass: the next iteration's g too
                     change = float(np.sqrt(np.mean((vals - prev_vals) ** 2)))
                     cur, prev_vals = new, vals
                     if change < opts["newton_tol"] * scale_y:
                         break
                 Wn = cur
             W[n] = Wn
-            pred = Wn.predict(X)
+            pred = Wn.predict(X) if opts["scheme"] == "explicit" else prev_vals
             diags[n] = {"step": n, "t": float(times[n]), "ranks": Wn.ranks_, "newton_iter": n_it,
                         "rmse": float(np.sqrt(np.mean((pred - ytil - dt * driver_next) ** 2))),
                         "time": time.perf_counter() - t0}
@@ -461,7 +460,7 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
         box = _box(bounds_y, pilot, d)
         W, diags, stopped = _bsde_pass(pre.log_density, d, times, pilot, box, opts, rng, progress, callback)
         info = {"round": r, "box": box, "W": W, "diagnostics": diags, "ess": None}
-        if stopped or r == refine and refine == 0:
+        if stopped or refine == 0:
             rounds.append(info)
             best = info
             break
@@ -473,10 +472,9 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
         ess = float(wn.sum() ** 2 / (len(wn) * np.sum(wn ** 2)))
         info["ess"] = ess
         rounds.append(info)
-        if best is None or ess > best["ess"]:
-            best = info
-        elif ess <= best["ess"]:
+        if best is not None and ess <= best["ess"]:
             break  # no improvement: stop refining
+        best = info
         if r < refine:
             pilot = Y[systematic_resample(wn / wn.sum(), len(Y), rng)]
     W = best["W"]
