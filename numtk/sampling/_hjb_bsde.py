@@ -140,8 +140,12 @@ def _box(bounds_y: np.ndarray | None, pilot: np.ndarray | None, d: int, margin: 
     return np.column_stack([lo - margin, hi + margin])
 
 
+_UNIFORM_COORDS = 2
+_TERMINAL_H2 = 1e-2  # the terminal fit's curvature penalty relative to the steps'
+
+
 def _design(rng, M: int, tau: float, pilot: np.ndarray | None, box: np.ndarray, mix) -> np.ndarray:
-    """Design points at noising time ``tau``: noised pilot samples, N(0, I) and uniform on the box."""
+    """Design points at noising time ``tau``: noised pilot samples, N(0, I) and a uniform layer."""
     d = box.shape[0]
     n_pilot = int(round(mix[0] * M))
     n_ref = int(round(mix[1] * M))
@@ -152,11 +156,64 @@ def _design(rng, M: int, tau: float, pilot: np.ndarray | None, box: np.ndarray, 
         Y = rng.standard_normal((n_pilot, d)) * ((box[:, 1] - box[:, 0]) / 6.0) + box.mean(axis=1)
     else:
         Y = pilot[rng.integers(0, len(pilot), n_pilot)]
-    parts = [a * Y + s * rng.standard_normal((n_pilot, d)),
-             rng.standard_normal((n_ref, d)),
-             rng.uniform(box[:, 0], box[:, 1], size=(n_uni, d))]
-    X = np.concatenate(parts)
+    noised = a * Y + s * rng.standard_normal((n_pilot, d))
+    # the uniform layer: bulk points with _UNIFORM_COORDS coordinates redrawn uniformly on the box (all of
+    # them when d <= _UNIFORM_COORDS). Fully uniform points in d = 32 lie where log rho is thousands below
+    # the bulk; they dominated the least squares and the many-well solve collapsed.
+    bulk = np.concatenate([noised, rng.standard_normal((max(1, n_ref), d))])
+    U = bulk[rng.integers(0, len(bulk), n_uni)]
+    k = min(d, _UNIFORM_COORDS)
+    cols = np.argsort(rng.random((n_uni, d)), axis=1)[:, :k]
+    rows = np.arange(n_uni)[:, None]
+    U[rows, cols] = rng.uniform(box[cols, 0], box[cols, 1])
+    X = np.concatenate([noised, bulk[len(noised):len(noised) + n_ref], U])
     return np.clip(X, box[:, 0], box[:, 1])
+
+
+def _mcmc_pilot(pre: "_Preconditioned", d: int, box: np.ndarray, n: int, steps: int, rng,
+                has_grad: bool) -> np.ndarray:
+    """Approximate target samples for the first round's design: ``n`` short MCMC chains.
+
+    MALA when the target has a gradient, random-walk Metropolis otherwise, started from a broad Gaussian
+    over the box, with per-chain step sizes adapted towards acceptance 0.57 (MALA) / 0.3 (RWM). The chains
+    are not mixed between modes, and need not be: the design wants coverage of the mass, not its weights
+    (the refinement rounds reweight). A broad Gaussian alone puts, in d = 32, most design points where the
+    target has no mass and its log-density is thousands below the bulk, and the regression then fits them.
+    """
+    Y = rng.standard_normal((n, d)) * ((box[:, 1] - box[:, 0]) / 6.0) + box.mean(axis=1)
+    Y = np.clip(Y, box[:, 0], box[:, 1])
+    goal = 0.57 if has_grad else 0.3
+    log_h = np.full(n, math.log(0.5 / math.sqrt(d)) if has_grad else math.log(1.0 / math.sqrt(d)))
+
+    def evaluate(y):
+        with np.errstate(all="ignore"):
+            lp = pre.log_density(y)
+            g = np.nan_to_num(pre.grad_log_density(y), nan=0.0, posinf=0.0, neginf=0.0) if has_grad else None
+        return np.where(np.isfinite(lp), lp, -np.inf), g
+
+    lp, g = evaluate(Y)
+    for it in range(steps):
+        h = np.exp(log_h)[:, None]
+        xi = rng.standard_normal((n, d))
+        with np.errstate(all="ignore"):
+            if has_grad:
+                # tamed drift: a quartic tail's gradient would throw the proposal out of the box
+                drift = h * g / (1.0 + h * np.linalg.norm(g, axis=1, keepdims=True) / math.sqrt(d))
+                prop = Y + drift + np.sqrt(2.0 * h) * xi
+            else:
+                prop = Y + np.sqrt(h) * xi
+            lp_p, g_p = evaluate(prop)
+            log_a = lp_p - lp
+            if has_grad:
+                back = h * g_p / (1.0 + h * np.linalg.norm(g_p, axis=1, keepdims=True) / math.sqrt(d))
+                log_a += (np.sum((prop - Y - drift) ** 2, axis=1) - np.sum((Y - prop - back) ** 2, axis=1)) / (
+                    4.0 * h[:, 0])
+            acc = np.log(rng.uniform(size=n)) < np.where(np.isfinite(log_a), log_a, -np.inf)
+        Y[acc], lp[acc] = prop[acc], lp_p[acc]
+        if has_grad:
+            g[acc] = g_p[acc]
+        log_h += (acc - goal) / math.sqrt(it + 10.0)
+    return Y[np.isfinite(lp)]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -189,7 +246,12 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
         raise ValueError("the target's log-density is -inf or NaN on almost every design point; "
                          "check `target` (or give `loc`/`scale`/`design_samples` near its mass)")
     # additive start: log-densities are often near-additive, and ALS from a constant start can stall
-    WN = model().fit(X, target_vals, rng=rng, init="additive", **{**fit_kw, "sweeps": max(4, opts["sweeps"])})
+    # the data are exact here: the curvature penalty only has to keep the spline tails tame (at the
+    # regression steps' 1e-4 the double well's terminal residual was 0.14)
+    reg = opts["regularization"]
+    reg_N = {**reg, "h2": reg.get("h2", 0.0) * _TERMINAL_H2} if isinstance(reg, dict) else reg
+    WN = model().fit(X, target_vals, rng=rng, init="additive",
+                     **{**fit_kw, "sweeps": max(4, opts["sweeps"]), "regularization": reg_N})
     rms_t = float(np.sqrt(np.mean(target_vals ** 2)))
     resid = float(np.sqrt(np.mean((WN.predict(X) - target_vals) ** 2))
                   / max(float(np.std(target_vals)), 1e-6 * rms_t, 1e-300))
@@ -279,6 +341,7 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
               basis: str = "bspline", degree: int = 31, ranks: int = 2, max_rank: int = 8,
               rank_tol: float = 1e-8, regularization: Any = None, sweeps: int = 1,
               n_paths: int | None = None, design_samples: Any = None, design_mix=(0.6, 0.3, 0.1),
+              pilot: str = "mcmc", pilot_steps: int = 200,
               refine: int = 1, refine_paths: int = 10000, control_variate: bool = True,
               loc: Any = None, scale: Any = None, hermite_degree: int = 120, hermite_tol: float = 1e-10,
               integrator: str = "ou-exponential", rng: Any = None, workers: Any = None,
@@ -318,18 +381,25 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
         The FunctionalTT ansatz: cubic B-splines with ``degree + 1`` functions per coordinate by default,
         initial ranks, rank cap and truncation threshold of the rank adaptation.
     regularization : float or dict, optional
-        Passed to :meth:`FunctionalTT.fit`; default ``{'ridge': 1e-8, 'h2': 1e-7}`` for B-splines with the
-        Newton-implicit scheme and ``h2 = 1e-5`` with the explicit scheme or Picard iterations (a curvature
-        penalty keeps fine bases stable; both diverged on a Gaussian without the stronger one; with the
-        Newton scheme, 1e-5 was far too strong for steep targets on the default +-4.5 box: the many-well d=4 went
-        from dlogZ -21 to +0.0006 +- 0.007 at 1e-7).
+        Passed to :meth:`FunctionalTT.fit`; default ``{'ridge': 1e-8, 'h2': 1e-4}`` for B-splines (the
+        terminal fit, whose data are exact, uses a hundredth of the curvature penalty) and ridge 1e-8 for
+        the other bases. The penalty means the same in every dimension (the other cores are orthonormal
+        under the uniform probability on the box).
     sweeps : int, default 1
         ALS sweeps per regression (warm-started from the previous step; the terminal fit uses 4).
     n_paths : int, optional
         Design points per step; default ``max(4000, 20 * ranks**2 * (degree + 1))``.
     design_samples : array_like of shape (n, d), optional
-        Approximate target samples for the design law (tests may pass exact samples; without them the
-        first round uses a broad Gaussian pilot).
+        Approximate target samples for the design law of the first round (tests may pass exact samples;
+        without them the first round uses ``pilot``).
+    pilot : {'mcmc', 'broad'}, default 'mcmc'
+        Design law of the first round when no ``design_samples`` are given: the end points of
+        ``refine_paths`` short MCMC chains (MALA if the target has a gradient, random-walk Metropolis
+        otherwise; ``pilot_steps`` steps each, started from a broad Gaussian over the box), or that broad
+        Gaussian itself (fine in a few dimensions; in d = 32 it puts the design where the target has no
+        mass and the many-well solve failed).
+    pilot_steps : int, default 200
+        Steps of each pilot chain.
     design_mix : tuple of 3 floats, default (0.6, 0.3, 0.1)
         Fractions of noised pilot samples, N(0, I) and uniform-on-the-box points.
     refine : int, default 1
@@ -408,11 +478,12 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
     refine_paths = check_int(refine_paths, "refine_paths", minimum=10)
     control_variate = check_bool(control_variate, "control_variate")
     progress = check_bool(progress, "progress")
+    pilot_kind = check_option(pilot, "pilot", ("mcmc", "broad"))
+    pilot_steps = check_int(pilot_steps, "pilot_steps", minimum=0)
     if callback is not None and not callable(callback):
         raise TypeError(f"`callback` must be callable or None; got {type(callback).__name__}")
     if regularization is None:
-        h2 = 1e-5 if scheme == "explicit" or implicit_solver == "picard" else 1e-7
-        regularization = {"ridge": 1e-8, "h2": h2} if basis == "bspline" else 1e-8
+        regularization = {"ridge": 1e-8, "h2": 1e-4} if basis == "bspline" else 1e-8
     mix = np.asarray(design_mix, dtype=np.float64)
     if mix.shape != (3,) or np.any(mix < 0) or not np.isclose(mix.sum(), 1.0):
         raise ValueError(f"`design_mix` must be three non-negative fractions summing to 1; got {design_mix}")
@@ -449,6 +520,11 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
         if ds.shape[1] != d or len(ds) < 2:
             raise ValueError(f"`design_samples` must have shape (n >= 2, {d}); got {ds.shape}")
         pilot = (ds - loc_a) / scale_a
+    elif pilot_kind == "mcmc" and pilot_steps > 0:
+        pilot = _mcmc_pilot(pre, d, _box(bounds_y, None, d), refine_paths, pilot_steps, rng,
+                            bool(getattr(target, "has_grad", False)))
+        if len(pilot) < 2:
+            pilot = None  # every chain sits where the density is zero: fall back to the broad Gaussian
     opts = dict(n_paths=n_paths, sweeps=sweeps, regularization=regularization, max_rank=max_rank,
                 rank_tol=rank_tol, basis=basis, degree=degree, ranks=ranks, design_mix=tuple(mix),
                 scheme=scheme, theta=theta, newton_iter=newton_iter, newton_tol=newton_tol,

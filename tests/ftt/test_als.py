@@ -237,3 +237,23 @@ def test_a_good_start_is_never_made_worse():
     g = FunctionalTT("legendre", degree=9, ranks=2, domain=[[-1, 1]] * 3)
     g.fit(X, y, rng=1, sweeps=1, warm_start=f, **EXACT)
     assert np.sqrt(np.mean((g.predict(X) - y) ** 2)) <= np.sqrt(np.mean((f.predict(X) - y) ** 2)) * (1 + 1e-6)
+
+
+def test_bspline_on_wide_boxes_in_many_dimensions():
+    # the B-spline Gram is taken under the uniform probability on the box: under Lebesgue measure a
+    # train orthonormal on boxes of width 12 has interface values ~ 12 ** (-(d - 1) / 2) (1e-15 at
+    # d = 28), the absolute ridge swamped the normal equations and ALS returned the zero function
+    rng = np.random.default_rng(7)
+    d = 28
+    coef = rng.uniform(0.5, 1.5, d)
+
+    def fn(X, shift):
+        return np.sum(np.sin(0.5 * X + shift) * coef, axis=1) + 10.0
+
+    X, Xt = rng.uniform(-6, 6, (3000, d)), rng.uniform(-6, 6, (300, d))
+    model = FunctionalTT("bspline", degree=8, ranks=2, domain=[[-6, 6]] * d)
+    f = model.fit(X, fn(X, 0.0), rng=0, init="additive", sweeps=2, max_rank=3)
+    assert _rel(f, Xt, fn(Xt, 0.0)) < 2e-3
+    # a warm-started refit to a shifted function must move (it collapsed to zero before)
+    g = model.fit(X, fn(X, 0.3), rng=0, warm_start=f, sweeps=8, max_rank=3)
+    assert _rel(g, Xt, fn(Xt, 0.3)) < 3e-3  # 0.098 (the start, unmoved) before

@@ -224,3 +224,36 @@ def test_validation():
         solve_hjb(target, scale=-1.0)
     with pytest.warns(NumtkWarning, match="control variate"):
         solve_hjb(target, n_steps=3, degree=5, refine=0, control_variate=False, rng=0)
+
+
+@pytest.mark.parametrize("with_grad", [True, False])
+def test_mcmc_pilot_reaches_the_target(with_grad):
+    from numtk.sampling._hjb_bsde import _Preconditioned, _box, _mcmc_pilot
+
+    mean, var = np.array([1.0, -0.5, 0.0]), np.array([0.5, 2.0, 1.0])
+    target = gaussian(mean=mean, cov=var)
+    if not with_grad:
+        target = as_target(target.log_density, dim=3)
+    assert target.has_grad is with_grad
+    pre = _Preconditioned(target, np.zeros(3), np.ones(3))
+    Y = _mcmc_pilot(pre, 3, _box(None, None, 3), 4000, 300, np.random.default_rng(0), with_grad)
+    assert Y.shape == (4000, 3)
+    # started from N(0, 1.5^2) per coordinate: the chains forget the start (tolerances: 4 MC SE, 10%)
+    np.testing.assert_allclose(Y.mean(axis=0), mean, atol=4 * np.sqrt(var.max() / 4000) + 0.03)
+    np.testing.assert_allclose(Y.var(axis=0), var, rtol=0.1)
+
+
+def test_design_uniform_layer_redraws_few_coordinates():
+    from numtk.sampling._hjb_bsde import _UNIFORM_COORDS, _design
+
+    d, M = 32, 2000
+    box = np.tile([-5.0, 5.0], (d, 1))
+    pilot = np.zeros((10, d))  # tau = 0: the noised pilot is exactly 0
+    X = _design(np.random.default_rng(1), M, 0.0, pilot, box, (0.5, 0.0, 0.5))
+    assert X.shape == (M, d)
+    assert np.all(X[:1000] == 0.0)
+    moved = np.count_nonzero(X[1000:], axis=1)
+    assert np.all(moved == _UNIFORM_COORDS)
+    # in few dimensions every coordinate of a layer point is uniform on the box
+    X1 = _design(np.random.default_rng(2), 4000, 0.0, np.zeros((5, 1)), np.array([[-5.0, 5.0]]), (0.0, 0.0, 1.0))
+    assert np.all(X1 != 0.0) and abs(X1.mean()) < 0.2 and abs(X1.var() - 100 / 12) < 0.4
