@@ -7,6 +7,7 @@ Usage::
     python bench/compare.py --sizes 1e6 --data continuous,ties,heavy_ties --repeat 9
     python bench/compare.py --kernels none --counterfactual   # group maps vs cvxpy and DAQP only
     python bench/compare.py --kernels none --sampling         # sampler fit, log Z, ESS; Sinkhorn, MMD
+    python bench/compare.py --kernels none --sampling-hard    # many-well d=32, funnel d=10 (minutes each)
 
 For every kernel, data kind and size it prints the median time of numtk with ``workers=1``
 and ``workers=-1`` and of the SciPy anchor, the ratios anchor/numtk (> 1: numtk faster), and
@@ -303,6 +304,12 @@ def main(argv=None):
         action="store_true",
         help="also time numtk.sampling (ScoreBasedSampler.fit with |dlog Z| and ESS; sinkhorn vs POT, mmd vs NumPy)",
     )
+    parser.add_argument(
+        "--sampling-hard",
+        action="store_true",
+        help="also fit the sampler on the benchmark targets of the literature (many-well d=32, funnel d=10): "
+        "minutes each",
+    )
     args = parser.parse_args(argv)
     if args.sizes is None:
         args.sizes = QUICK_SIZES if args.quick else FULL_SIZES
@@ -347,6 +354,10 @@ def main(argv=None):
         from benchmarks._sampling import compare as compare_sampling
 
         compare_sampling(quick=args.quick)
+    if args.sampling_hard:
+        from benchmarks._sampling import compare_hard as compare_sampling_hard
+
+        compare_sampling_hard()
     print(f"total {time.perf_counter() - start:.1f} s")
 
 
