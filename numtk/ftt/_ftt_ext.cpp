@@ -1,6 +1,7 @@
 // pybind11 bindings of the functional tensor train kernels in native/include/numtk/ftt/.
 // Python validates arguments first; the checks here are the last line of defence (no crash on bad input).
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -217,6 +218,41 @@ void assemble_chunk(darray L, darray Phi, darray R, darray w, darray y, std::int
     }
 }
 
+// G (P x P, C order, upper triangle accumulated) and b (P) over the rows [m0, m1); DL, DPhi, DR are
+// either all given (directional rows) or all None.
+void assemble_sparse(darray L, std::optional<darray> DL, darray Phi, std::optional<darray> DPhi, darray R,
+                     std::optional<darray> DR, darray w, darray y, std::int64_t m0, std::int64_t m1, warray G,
+                     warray b) {
+    need(L.ndim() == 2 && Phi.ndim() == 2 && R.ndim() == 2 && w.ndim() == 1 && y.ndim() == 1, "bad dimensions");
+    const auto M = L.shape(0);
+    need(Phi.shape(0) == M && R.shape(0) == M && w.shape(0) == M && y.shape(0) == M, "row counts differ");
+    need(0 <= m0 && m0 <= m1 && m1 <= M, "bad chunk bounds");
+    const std::size_t ra = std::size_t(L.shape(1)), n = std::size_t(Phi.shape(1)), rb = std::size_t(R.shape(1));
+    const std::size_t P = ra * n * rb;
+    const bool directional = DL.has_value();
+    need(DPhi.has_value() == directional && DR.has_value() == directional,
+         "DL, DPhi and DR must be given together");
+    if (directional) {
+        need(DL->ndim() == 2 && DL->shape(0) == M && std::size_t(DL->shape(1)) == ra, "DL has the wrong shape");
+        need(DPhi->ndim() == 2 && DPhi->shape(0) == M && std::size_t(DPhi->shape(1)) == n, "DPhi has the wrong shape");
+        need(DR->ndim() == 2 && DR->shape(0) == M && std::size_t(DR->shape(1)) == rb, "DR has the wrong shape");
+    }
+    need(G.ndim() == 2 && std::size_t(G.shape(0)) == P && std::size_t(G.shape(1)) == P, "G has the wrong shape");
+    need(b.ndim() == 1 && std::size_t(b.shape(0)) == P, "b has the wrong length");
+    const double* pdl = directional ? DL->data() : nullptr;
+    const double* pdp = directional ? DPhi->data() : nullptr;
+    const double* pdr = directional ? DR->data() : nullptr;
+    const double *pl = L.data(), *pp = Phi.data(), *pr = R.data(), *pw = w.data(), *py_ = y.data();
+    double *pg = G.mutable_data(), *pb = b.mutable_data();
+    {
+        py::gil_scoped_release release;
+        std::vector<double> val(P);
+        std::vector<std::size_t> idx(P);
+        ft::assemble_sparse(std::size_t(m0), std::size_t(m1), ra, n, rb, pl, pdl, pp, pdp, pr, pdr, pw, py_, pg, pb,
+                            val.data(), idx.data());
+    }
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_ftt_ext, m) {
@@ -232,4 +268,7 @@ PYBIND11_MODULE(_ftt_ext, m) {
     m.def("site_values", &site_values, py::arg("L"), py::arg("Phi"), py::arg("R"), py::arg("C"));
     m.def("assemble_chunk", &assemble_chunk, py::arg("L"), py::arg("Phi"), py::arg("R"), py::arg("w"), py::arg("y"),
           py::arg("m0"), py::arg("m1"), py::arg("Z"), py::arg("Y"), py::arg("b"));
+    m.def("assemble_sparse", &assemble_sparse, py::arg("L"), py::arg("DL"), py::arg("Phi"), py::arg("DPhi"),
+          py::arg("R"), py::arg("DR"), py::arg("w"), py::arg("y"), py::arg("m0"), py::arg("m1"), py::arg("G"),
+          py::arg("b"), "Upper triangle of the normal equations of one core from sparse basis rows.");
 }

@@ -5,7 +5,7 @@ import pytest
 from reference import ftt as ref
 
 from numtk.ftt import FunctionalTT, _basis, _ftt_ext
-from numtk.ftt._als import normal_equations
+from numtk.ftt._als import design_rows, normal_equations, normal_equations_rows, sparse_rows
 
 KINDS = ("legendre", "hermite", "bspline")
 
@@ -147,6 +147,60 @@ def test_als_assembly_and_site_kernels(shape):
                                rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(_ftt_ext.interface_right(R, Phi, C), np.einsum("mc,mi,aic->ma", R, Phi, C),
                                rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(1, 12, 1), (2, 32, 3), (3, 9, 2), (4, 16, 4)])
+@pytest.mark.parametrize("directional", [False, True])
+def test_sparse_assembly_matches_the_dense_design(shape, directional):
+    # B-spline rows (4 non-zeros, linear extension outside the box; a row of zeros; a non-contiguous
+    # interface) against the explicit design matrix A: G = A^T W A / sum(w) + penalty, b = A^T W y / sum(w)
+    ra, n, rb = shape
+    rng = np.random.default_rng(n + ra)
+    M = 700
+    b1 = _basis.Basis1D("bspline", n, -2.0, 3.0)
+    x = np.concatenate([rng.uniform(-2.5, 3.5, M - 3), [-2.0, 3.0, 0.5]])
+    Phi, dPhi = _basis.evaluate(b1, x, order=1)[:2]
+    Phi, dPhi = np.ascontiguousarray(Phi), np.ascontiguousarray(dPhi)
+    assert sparse_rows(Phi)
+    Phi[5] = 0.0
+    dPhi[5] = 0.0
+    L = rng.normal(size=(M, 2 * ra))[:, ::2]  # strided
+    R = rng.normal(size=(M, rb))
+    w, y = rng.uniform(0, 2, M), rng.normal(size=M)
+    n_train = M - 50
+    pen = 0.3 * np.eye(ra * n * rb)
+    if directional:
+        DL, DR = rng.normal(size=(M, ra)), rng.normal(size=(M, rb))
+        DPhi = dPhi * rng.normal(size=(M, 1))
+        G, b = normal_equations_rows(L, DL, Phi, DPhi, R, DR, w, y, n_train, pen)
+    else:
+        DL = DPhi = DR = None
+        G, b = normal_equations(L, Phi, R, w, y, n_train, pen)
+    s = slice(0, n_train)
+    LP = np.einsum("ma,mi->mai", L[s], Phi[s])
+    if directional:
+        T = LP + np.einsum("ma,mi->mai", DL[s], Phi[s]) + np.einsum("ma,mi->mai", L[s], DPhi[s])
+        A = np.einsum("mai,mc->maic", T, R[s]) + np.einsum("mai,mc->maic", LP, DR[s])
+    else:
+        A = np.einsum("mai,mc->maic", LP, R[s])
+    A = A.reshape(n_train, -1)
+    np.testing.assert_allclose(A, design_rows(L, DL, Phi, DPhi, R, DR, s), rtol=1e-13, atol=1e-13)
+    wt = w[s]
+    np.testing.assert_allclose(G, A.T @ (wt[:, None] * A) / wt.sum() + pen, rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(b, A.T @ (wt * y[s]) / wt.sum(), rtol=1e-11, atol=1e-12)
+
+
+def test_sparse_assembly_rejects_bad_input():
+    z = np.zeros((3, 1))
+    G, b = np.zeros((8, 8)), np.zeros(8)
+    with pytest.raises(ValueError, match="together"):
+        _ftt_ext.assemble_sparse(z, z, np.zeros((3, 8)), None, z, None, np.ones(3), np.ones(3), 0, 3, G, b)
+    with pytest.raises(ValueError, match="G has"):
+        _ftt_ext.assemble_sparse(z, None, np.zeros((3, 8)), None, z, None, np.ones(3), np.ones(3), 0, 3,
+                                 np.zeros((4, 4)), b)
+    with pytest.raises(ValueError, match="chunk"):
+        _ftt_ext.assemble_sparse(z, None, np.zeros((3, 8)), None, z, None, np.ones(3), np.ones(3), 0, 4, G, b)
+    assert not sparse_rows(np.ones((5, 8))) and not sparse_rows(np.zeros((0, 8)))
 
 
 def test_bindings_reject_bad_shapes():

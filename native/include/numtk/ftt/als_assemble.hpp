@@ -55,6 +55,56 @@ void assemble_chunk(std::size_t m0, std::size_t m1, std::size_t ra, std::size_t 
     }
 }
 
+// Normal equations of one core when the basis rows are sparse (cubic B-splines: at most 4 non-zeros per
+// row), with the optional directional-derivative terms of the Newton-linearised BSDE regression:
+//     v_m = (L_m + DL_m) (x) phi_m (x) R_m + L_m (x) dphi_m (x) R_m + L_m (x) phi_m (x) DR_m
+// (DL, DPhi, DR null: v_m = L_m (x) phi_m (x) R_m). Only the entries of v_m on the columns j where phi_m or
+// dphi_m is non-zero are formed, so a row costs (ra * width * rb)^2 instead of P^2 (P = ra * n * rb).
+// Accumulates the upper triangle of G (P x P, row-major) += w_m v_m v_m^T and b += w_m y_m v_m over
+// rows [m0, m1). `val` and `idx` are work arrays of length P.
+template <class T>
+void assemble_sparse(std::size_t m0, std::size_t m1, std::size_t ra, std::size_t n, std::size_t rb, const T* L,
+                     const T* DL, const T* Phi, const T* DPhi, const T* R, const T* DR, const T* w, const T* y,
+                     T* G, T* b, T* val, std::size_t* idx) {
+    const std::size_t P = ra * n * rb;
+    const bool directional = DL != nullptr;
+    for (std::size_t m = m0; m < m1; ++m) {
+        const T* l = L + m * ra;
+        const T* p = Phi + m * n;
+        const T* r = R + m * rb;
+        const T* dl = directional ? DL + m * ra : nullptr;
+        const T* dp = directional ? DPhi + m * n : nullptr;
+        const T* dr = directional ? DR + m * rb : nullptr;
+        std::size_t j0 = n, j1 = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+            if (p[j] != T(0) || (directional && dp[j] != T(0))) {
+                if (j < j0) j0 = j;
+                j1 = j + 1;
+            }
+        }
+        if (j0 >= j1) continue;  // an all-zero row adds nothing
+        std::size_t q = 0;
+        for (std::size_t a = 0; a < ra; ++a) {
+            for (std::size_t j = j0; j < j1; ++j) {
+                const T lp = l[a] * p[j];
+                const T t = directional ? lp + dl[a] * p[j] + l[a] * dp[j] : lp;
+                for (std::size_t c = 0; c < rb; ++c) {
+                    val[q] = directional ? t * r[c] + lp * dr[c] : t * r[c];
+                    idx[q] = (a * n + j) * rb + c;  // increasing in q
+                    ++q;
+                }
+            }
+        }
+        const T wm = w[m], wy = wm * y[m];
+        for (std::size_t q1 = 0; q1 < q; ++q1) {
+            const T v1 = wm * val[q1];
+            b[idx[q1]] += wy * val[q1];
+            T* row = G + idx[q1] * P;
+            for (std::size_t q2 = q1; q2 < q; ++q2) row[idx[q2]] += v1 * val[q2];
+        }
+    }
+}
+
 constexpr std::size_t kMaxAssembleRank = 64;
 
 }  // namespace numtk::ftt

@@ -192,12 +192,14 @@ void interface_left(std::size_t M, std::size_t ra, std::size_t n, std::size_t rb
         for (std::size_t c = 0; c < rb; ++c) o[c] = T(0);
         const T* l = L + m * ra;
         const T* p = Phi + m * n;
-        for (std::size_t a = 0; a < ra; ++a)
-            for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t i = 0; i < n; ++i) {
+            if (p[i] == T(0)) continue;  // B-spline rows have 4 non-zeros
+            for (std::size_t a = 0; a < ra; ++a) {
                 const T coef = l[a] * p[i];
                 const T* cr = C + (a * n + i) * rb;
                 for (std::size_t c = 0; c < rb; ++c) o[c] += coef * cr[c];
             }
+        }
     }
 }
 
@@ -212,6 +214,7 @@ void interface_right(std::size_t M, std::size_t ra, std::size_t n, std::size_t r
         for (std::size_t a = 0; a < ra; ++a) {
             T s = T(0);
             for (std::size_t i = 0; i < n; ++i) {
+                if (p[i] == T(0)) continue;  // B-spline rows have 4 non-zeros
                 const T* cr = C + (a * n + i) * rb;
                 T t = T(0);
                 for (std::size_t c = 0; c < rb; ++c) t += cr[c] * r[c];
@@ -234,6 +237,7 @@ void site_values(std::size_t M, std::size_t ra, std::size_t n, std::size_t rb, c
         for (std::size_t a = 0; a < ra; ++a) {
             T sa = T(0);
             for (std::size_t i = 0; i < n; ++i) {
+                if (p[i] == T(0)) continue;  // B-spline rows have 4 non-zeros
                 const T* cr = C + (a * n + i) * rb;
                 T t = T(0);
                 for (std::size_t c = 0; c < rb; ++c) t += cr[c] * r[c];
