@@ -30,17 +30,17 @@ class Evaluate:
 class ALSSweep:
     """One ALS sweep (spec case: M = 2e4, d = 32, n = 12, r = 4)."""
 
-    params = ([5_000, 20_000], [32], [2, 4])
-    param_names = ["M", "d", "r"]
+    params = ([5_000, 20_000], [32], [2, 4], ["legendre", "bspline"])
+    param_names = ["M", "d", "r", "basis"]
     timeout = 300
     number = 1
     repeat = (1, 3, 60.0)
 
-    def setup(self, M, d, r):
+    def setup(self, M, d, r, basis):
         self.X, self.y = als_problem(M, d, 12, r)
 
-    def time_sweep(self, M, d, r):
-        numtk_als_sweep(self.X, self.y, 12, r)
+    def time_sweep(self, M, d, r, basis):
+        numtk_als_sweep(self.X, self.y, 12, r, basis)
 
-    def track_val_rmse(self, M, d, r):
-        return numtk_als_sweep(self.X, self.y, 12, r).history_[-1]["val_rmse"]
+    def track_val_rmse(self, M, d, r, basis):
+        return numtk_als_sweep(self.X, self.y, 12, r, basis).history_[-1]["val_rmse"]

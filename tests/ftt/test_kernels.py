@@ -5,7 +5,8 @@ import pytest
 from reference import ftt as ref
 
 from numtk.ftt import FunctionalTT, _basis, _ftt_ext
-from numtk.ftt._als import design_rows, normal_equations, normal_equations_rows, sparse_rows
+from numtk.ftt._als import (_normal_equations_sparse, design_rows, normal_equations, normal_equations_rows,
+                            sparse_rows)
 
 KINDS = ("legendre", "hermite", "bspline")
 
@@ -172,10 +173,13 @@ def test_sparse_assembly_matches_the_dense_design(shape, directional):
     if directional:
         DL, DR = rng.normal(size=(M, ra)), rng.normal(size=(M, rb))
         DPhi = dPhi * rng.normal(size=(M, 1))
-        G, b = normal_equations_rows(L, DL, Phi, DPhi, R, DR, w, y, n_train, pen)
+        G2, b2 = normal_equations_rows(L, DL, Phi, DPhi, R, DR, w, y, n_train, pen)
     else:
         DL = DPhi = DR = None
-        G, b = normal_equations(L, Phi, R, w, y, n_train, pen)
+        G2, b2 = normal_equations(L, Phi, R, w, y, n_train, pen)  # sparse or Kronecker, whichever is cheaper
+    G, b = _normal_equations_sparse(L, DL, Phi, DPhi, R, DR, w, y, n_train, pen)
+    np.testing.assert_allclose(G, G2, rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(b, b2, rtol=1e-11, atol=1e-12)
     s = slice(0, n_train)
     LP = np.einsum("ma,mi->mai", L[s], Phi[s])
     if directional:
@@ -201,6 +205,9 @@ def test_sparse_assembly_rejects_bad_input():
     with pytest.raises(ValueError, match="chunk"):
         _ftt_ext.assemble_sparse(z, None, np.zeros((3, 8)), None, z, None, np.ones(3), np.ones(3), 0, 4, G, b)
     assert not sparse_rows(np.ones((5, 8))) and not sparse_rows(np.zeros((0, 8)))
+    spl = np.zeros((5, 32))
+    spl[:, 3:7] = 1.0
+    assert sparse_rows(spl, 2, 2, directional=False) and not sparse_rows(spl, 8, 8, directional=False)
 
 
 def test_bindings_reject_bad_shapes():
