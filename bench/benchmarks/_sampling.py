@@ -27,9 +27,11 @@ SETTINGS = {
 HARD_SETTINGS = {
     "many-well-32": dict(solver="bsde", n_steps=100, refine=1, design_mix=(1.0, 0.0, 0.0)),
     "funnel-10": dict(solver="bsde", n_steps=100, refine=1),
+    "double-well-50": dict(solver="bsde", n_steps=100, refine=1),
 }
 #: published Delta log Z to compare with (DDS, PIS as quoted by Sendera et al. 2024; to be confirmed)
-PUBLISHED = {"many-well-32": "DDS 7.36, PIS 13.2", "funnel-10": "DDS 0.42, PIS 0.53"}
+PUBLISHED = {"many-well-32": "DDS 7.36, PIS 13.2", "funnel-10": "DDS 0.42, PIS 0.53",
+             "double-well-50": "- (m = 5, delta = 2; target < 0.1)"}
 QUICK_SETTINGS = {
     "mixture-1d": dict(solver="bsde", n_steps=20, degree=23, refine=0),
     "gaussian-3d": dict(solver="bsde", n_steps=20, degree=11, refine=0),
@@ -43,8 +45,10 @@ def _mixture_log_rho(x):
 
 def make_target(name):
     """The target of problem ``name`` (its ``log_Z`` is exact)."""
-    from numtk.sampling import Target, funnel, gaussian, many_well
+    from numtk.sampling import Target, double_well, funnel, gaussian, many_well
 
+    if name == "double-well-50":
+        return double_well(50, 5, 2.0)
     if name == "many-well-32":
         return many_well(32)
     if name == "funnel-10":
@@ -101,7 +105,7 @@ def compare(quick=False, out=print):
 
 
 def compare_hard(out=print, n_paths=10000):
-    """The many-well (d = 32) and funnel (d = 10) rows against the published DDS/PIS numbers."""
+    """The many-well (d = 32), funnel (d = 10) and double-well (d = 50) rows against the published numbers."""
     out("\n== sampling, benchmark targets: ScoreBasedSampler.fit (BSDE, no exact samples)")
     out(f"{'problem':<14} {'fit [s]':>8} {'|dlogZ|':>9} {'stderr':>9} {'ESS':>6} {'ELBO gap':>9}  published dlogZ")
     rows = [sampler_row(name, HARD_SETTINGS, n_paths) for name in HARD_SETTINGS]
