@@ -4,8 +4,9 @@ Seriation (:mod:`numtk.seriation`)
 
 .. currentmodule:: numtk.seriation
 
-Ordering points sampled near an unknown curve by their position along it. Work in progress: STAGE's
-local PCA is compiled; its sign synchronisation and Laplacian solve still run on SciPy.
+Ordering points sampled near an unknown curve by their position along it. STAGE's heavy steps are
+compiled (batched local PCA, the sign synchronisation, the signed increments, the Laplacian products
+and the preconditioned conjugate-gradient solve); the neighbour search is scikit-learn's.
 
 Methods
 -------
