@@ -237,6 +237,10 @@ def test_validation():
         solve_hjb(target, design_samples=np.zeros((10, 2)))
     with pytest.raises(ValueError, match="scale"):
         solve_hjb(target, scale=-1.0)
+    with pytest.raises(ValueError, match="pilot"):
+        solve_hjb(target, pilot="exact")
+    with pytest.raises(ValueError, match="pilot_steps"):
+        solve_hjb(target, pilot_steps=-1)
     with pytest.warns(NumtkWarning, match="control variate"):
         solve_hjb(target, n_steps=3, degree=5, refine=0, control_variate=False, rng=0)
 
@@ -256,6 +260,17 @@ def test_mcmc_pilot_reaches_the_target(with_grad):
     # started from N(0, 1.5^2) per coordinate: the chains forget the start (tolerances: 4 MC SE, 10%)
     np.testing.assert_allclose(Y.mean(axis=0), mean, atol=4 * np.sqrt(var.max() / 4000) + 0.03)
     np.testing.assert_allclose(Y.var(axis=0), var, rtol=0.1)
+
+
+def test_broad_and_mcmc_pilots_both_solve_a_bimodal_target():
+    # the 1-D mixture without exact samples, first round only: the MCMC pilot (default) and the broad
+    # Gaussian both cover the two modes; the importance-weighted log Z is checked against the exact value
+    target, _ = mixture_1d([0.3, 0.7], [-1.5, 1.5], [0.3, 0.3])
+    for pilot in ("mcmc", "broad"):
+        sampler = ScoreBasedSampler(target, n_steps=30, degree=23, refine=0, pilot=pilot, rng=0).fit()
+        est = sampler.log_Z(5000, rng=1)
+        assert est.ess > 0.5
+        assert abs(est.value - 0.0) < 5 * est.stderr + 0.01
 
 
 def test_design_uniform_layer_redraws_few_coordinates():
