@@ -144,6 +144,7 @@ def _box(bounds_y: np.ndarray | None, pilot: np.ndarray | None, d: int, margin: 
 
 
 _UNIFORM_COORDS = 2
+_TERMINAL_SWEEPS = 12
 _TERMINAL_H2 = 0.1  # the terminal fit's curvature penalty relative to the steps' (see solve_hjb)
 
 
@@ -255,7 +256,7 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
     reg = opts["regularization"]
     reg_N = {**reg, "h2": reg.get("h2", 0.0) * _TERMINAL_H2} if isinstance(reg, dict) else reg
     WN = model().fit(X, target_vals, rng=rng, init="additive",
-                     **{**fit_kw, "sweeps": max(12, opts["sweeps"]), "regularization": reg_N})
+                     **{**fit_kw, "sweeps": max(_TERMINAL_SWEEPS, opts["sweeps"]), "regularization": reg_N})
     rms_t = float(np.sqrt(np.mean(target_vals ** 2)))
     resid = float(np.sqrt(np.mean((WN.predict(X) - target_vals) ** 2))
                   / max(float(np.std(target_vals)), 1e-6 * rms_t, 1e-300))
