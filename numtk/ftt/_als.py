@@ -156,11 +156,7 @@ def normal_equations_rows(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty):
         A *= np.sqrt(w[s])[:, None]
         # symmetric rank-k update: half the flops of A^T A (upper triangle, Fortran order)
         G = _syrk(A, G)
-    wsum = float(np.sum(w[:n_train]))
-    G = np.triu(G) + np.triu(G, 1).T
-    G /= wsum
-    G += penalty
-    return G, b / wsum
+    return _from_upper(G, b, w, n_train, penalty)
 
 
 def sparse_rows(Phi: np.ndarray, ra: int = 1, rb: int = 1, directional: bool = True) -> bool:
@@ -194,6 +190,11 @@ def _normal_equations_sparse(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty):
     G = np.zeros((P, P))
     b = np.zeros(P)
     _ftt_ext.assemble_sparse(L, DL, Phi, DPhi, R, DR, w, y, 0, n_train, G, b)
+    return _from_upper(G, b, w, n_train, penalty)
+
+
+def _from_upper(G, b, w, n_train, penalty):
+    """The normal equations from the accumulated upper triangle: symmetrise, divide by sum(w), add the penalty."""
     wsum = float(np.sum(w[:n_train]))
     G = np.triu(G) + np.triu(G, 1).T
     G /= wsum

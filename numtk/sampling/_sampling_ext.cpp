@@ -82,14 +82,11 @@ py::dict pack(const ns::SinkhornResult<double>& r, py::array_t<double>& f, py::a
     return d;
 }
 
-py::dict sinkhorn_points(const py::array& X_, const py::array& Y_, const py::array& a_, const py::array& b_,
-                         double eps, int cost, int max_iter, double tol, int threads) {
-    darray X = cloud(X_, "X"), Y = cloud(Y_, "Y");
-    need(X.shape(1) == Y.shape(1), "`X` and `Y` must have the same number of columns");
-    need(cost == ns::kSqEuclidean || cost == ns::kEuclidean, "unknown cost kind");
-    check_common(eps, max_iter, tol, threads);
-    const auto n = std::size_t(X.shape(0)), m = std::size_t(Y.shape(0)), d = std::size_t(X.shape(1));
-    const auto la = log_weights(a_, n, "a"), lb = log_weights(b_, m, "b");
+// Two-sided log-domain Sinkhorn from zero potentials on the cost built by make_cost() (without the GIL).
+template <class MakeCost>
+py::dict two_sided(MakeCost make_cost, const std::vector<double>& la, const std::vector<double>& lb, double eps,
+                   int max_iter, double tol, int threads) {
+    const std::size_t n = la.size(), m = lb.size();
     py::array_t<double> f(static_cast<py::ssize_t>(n)), g(static_cast<py::ssize_t>(m));
     double* pf = f.mutable_data();
     double* pg = g.mutable_data();
@@ -98,10 +95,22 @@ py::dict sinkhorn_points(const py::array& X_, const py::array& Y_, const py::arr
         py::gil_scoped_release release;
         std::fill(pf, pf + n, 0.0);
         std::fill(pg, pg + m, 0.0);
-        const ns::PointCost<double> C(X.data(), n, Y.data(), m, d, cost);
+        const auto C = make_cost();
         r = ns::sinkhorn_log(C, la.data(), lb.data(), eps, max_iter, tol, pf, pg, threads);
     }
     return pack(r, f, g);
+}
+
+py::dict sinkhorn_points(const py::array& X_, const py::array& Y_, const py::array& a_, const py::array& b_,
+                         double eps, int cost, int max_iter, double tol, int threads) {
+    darray X = cloud(X_, "X"), Y = cloud(Y_, "Y");
+    need(X.shape(1) == Y.shape(1), "`X` and `Y` must have the same number of columns");
+    need(cost == ns::kSqEuclidean || cost == ns::kEuclidean, "unknown cost kind");
+    check_common(eps, max_iter, tol, threads);
+    const auto n = std::size_t(X.shape(0)), m = std::size_t(Y.shape(0)), d = std::size_t(X.shape(1));
+    const auto la = log_weights(a_, n, "a"), lb = log_weights(b_, m, "b");
+    return two_sided([&] { return ns::PointCost<double>(X.data(), n, Y.data(), m, d, cost); }, la, lb, eps,
+                     max_iter, tol, threads);
 }
 
 py::dict sinkhorn_symmetric(const py::array& X_, const py::array& a_, double eps, int cost, int max_iter,
@@ -132,18 +141,7 @@ py::dict sinkhorn_matrix(const py::array& C_, const py::array& a_, const py::arr
     check_common(eps, max_iter, tol, threads);
     const auto n = std::size_t(C.shape(0)), m = std::size_t(C.shape(1));
     const auto la = log_weights(a_, n, "a"), lb = log_weights(b_, m, "b");
-    py::array_t<double> f(static_cast<py::ssize_t>(n)), g(static_cast<py::ssize_t>(m));
-    double* pf = f.mutable_data();
-    double* pg = g.mutable_data();
-    ns::SinkhornResult<double> r;
-    {
-        py::gil_scoped_release release;
-        std::fill(pf, pf + n, 0.0);
-        std::fill(pg, pg + m, 0.0);
-        const ns::DenseCost<double> cm(C.data(), n, m);
-        r = ns::sinkhorn_log(cm, la.data(), lb.data(), eps, max_iter, tol, pf, pg, threads);
-    }
-    return pack(r, f, g);
+    return two_sided([&] { return ns::DenseCost<double>(C.data(), n, m); }, la, lb, eps, max_iter, tol, threads);
 }
 
 py::tuple kernel_sums(const py::array& X_, const py::array& Y_, int kernel, double bandwidth, int threads) {

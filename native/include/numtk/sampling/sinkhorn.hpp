@@ -191,6 +191,36 @@ void lse_cols(const Cost& cost, const T* F, T inv_eps, T* out, T* ws, T* ws2, in
     }
 }
 
+// Summary of the plan P_ij = exp(F_i + G_j - C_ij * inv_eps) of the final potentials: its transport cost
+// sum_ij P_ij C_ij and the L1 violation of its row marginals against a = exp(log_a), reduced per row and
+// then in a fixed order (deterministic for any thread count). ws: threads * max(n, m) scratch.
+template <class T, class Cost>
+void plan_summary(const Cost& cost, const T* F, const T* G, const T* log_a, T inv_eps, T* ws, int threads,
+                  T& transport, T& err) {
+    const std::size_t n = cost.n(), m = cost.m();
+    std::vector<T> rowsum(n), rowcost(n);
+    parallel_for_chunks(n, threads, [&](int t, std::size_t lo, std::size_t hi) {
+        T* buf = ws + std::size_t(t) * std::max(n, m);
+        for (std::size_t i = lo; i < hi; ++i) {
+            const T* c = cost.row(i, buf);
+            T rs = T(0), rc = T(0);
+            for (std::size_t j = 0; j < m; ++j) {
+                const T p = exp_flush(F[i] + G[j] - c[j] * inv_eps);
+                rs += p;
+                rc += p * c[j];
+            }
+            rowsum[i] = rs;
+            rowcost[i] = rc;
+        }
+    });
+    transport = T(0);
+    err = T(0);
+    for (std::size_t i = 0; i < n; ++i) {
+        transport += rowcost[i];
+        err += std::fabs(rowsum[i] - std::exp(log_a[i]));
+    }
+}
+
 }  // namespace detail
 
 // Log-domain Sinkhorn. a, b: positive weights (each summing to 1) given by their logs; eps > 0;
@@ -202,7 +232,7 @@ SinkhornResult<T> sinkhorn_log(const Cost& cost, const T* log_a, const T* log_b,
     const std::size_t n = cost.n(), m = cost.m();
     if (threads < 1) threads = 1;
     const T inv_eps = T(1) / eps;
-    std::vector<T> u(n), v(m), F(n), G(m), tmp(n), tmpc(m), rowsum(n), rowcost(n);
+    std::vector<T> u(n), v(m), F(n), G(m), tmp(n), tmpc(m);
     std::vector<T> ws(std::size_t(threads) * std::max(n, m)), ws2(2 * m);
     for (std::size_t i = 0; i < n; ++i) u[i] = f[i] * inv_eps;
     for (std::size_t j = 0; j < m; ++j) v[j] = g[j] * inv_eps;
@@ -227,30 +257,13 @@ SinkhornResult<T> sinkhorn_log(const Cost& cost, const T* log_a, const T* log_b,
         res.iterations = it + 1;
     }
 
-    // Final pass over the plan: transport cost and row sums (reduced per row, then in a fixed order).
+    // Final pass over the plan: transport cost and row-marginal violation.
     for (std::size_t i = 0; i < n; ++i) F[i] = log_a[i] + u[i];
     for (std::size_t j = 0; j < m; ++j) G[j] = log_b[j] + v[j];
-    parallel_for_chunks(n, threads, [&](int t, std::size_t lo, std::size_t hi) {
-        T* buf = ws.data() + std::size_t(t) * std::max(n, m);
-        for (std::size_t i = lo; i < hi; ++i) {
-            const T* c = cost.row(i, buf);
-            T rs = T(0), rc = T(0);
-            for (std::size_t j = 0; j < m; ++j) {
-                const T p = detail::exp_flush(F[i] + G[j] - c[j] * inv_eps);
-                rs += p;
-                rc += p * c[j];
-            }
-            rowsum[i] = rs;
-            rowcost[i] = rc;
-        }
-    });
-    T transport = T(0), err = T(0), dual = T(0);
-    for (std::size_t i = 0; i < n; ++i) {
-        const T ai = std::exp(log_a[i]);
-        transport += rowcost[i];
-        err += std::fabs(rowsum[i] - ai);
-        dual += ai * u[i];
-    }
+    T transport, err;
+    detail::plan_summary(cost, F.data(), G.data(), log_a, inv_eps, ws.data(), threads, transport, err);
+    T dual = T(0);
+    for (std::size_t i = 0; i < n; ++i) dual += std::exp(log_a[i]) * u[i];
     for (std::size_t j = 0; j < m; ++j) dual += std::exp(log_b[j]) * v[j];
     res.transport = transport;
     res.objective = eps * dual;
@@ -272,7 +285,7 @@ SinkhornResult<T> sinkhorn_log_symmetric(const Cost& cost, const T* log_a, T eps
     const std::size_t n = cost.n();
     if (threads < 1) threads = 1;
     const T inv_eps = T(1) / eps;
-    std::vector<T> u(n), F(n), tmp(n), rowsum(n), rowcost(n);
+    std::vector<T> u(n), F(n), tmp(n);
     std::vector<T> ws(std::size_t(threads) * n);
     for (std::size_t i = 0; i < n; ++i) u[i] = f[i] * inv_eps;
     SinkhornResult<T> res;
@@ -289,27 +302,10 @@ SinkhornResult<T> sinkhorn_log_symmetric(const Cost& cost, const T* log_a, T eps
         res.iterations = it + 1;
     }
     for (std::size_t i = 0; i < n; ++i) F[i] = log_a[i] + u[i];
-    parallel_for_chunks(n, threads, [&](int t, std::size_t lo, std::size_t hi) {
-        T* buf = ws.data() + std::size_t(t) * n;
-        for (std::size_t i = lo; i < hi; ++i) {
-            const T* c = cost.row(i, buf);
-            T rs = T(0), rc = T(0);
-            for (std::size_t j = 0; j < n; ++j) {
-                const T p = detail::exp_flush(F[i] + F[j] - c[j] * inv_eps);
-                rs += p;
-                rc += p * c[j];
-            }
-            rowsum[i] = rs;
-            rowcost[i] = rc;
-        }
-    });
-    T transport = T(0), err = T(0), dual = T(0);
-    for (std::size_t i = 0; i < n; ++i) {
-        const T ai = std::exp(log_a[i]);
-        transport += rowcost[i];
-        err += std::fabs(rowsum[i] - ai);
-        dual += ai * u[i];
-    }
+    T transport, err;
+    detail::plan_summary(cost, F.data(), F.data(), log_a, inv_eps, ws.data(), threads, transport, err);
+    T dual = T(0);
+    for (std::size_t i = 0; i < n; ++i) dual += std::exp(log_a[i]) * u[i];
     res.transport = transport;
     res.objective = T(2) * eps * dual;
     res.marginal_error = err;
