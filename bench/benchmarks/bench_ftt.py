@@ -15,10 +15,14 @@ class Evaluate:
     def setup(self, M, d, r):
         self.cores = make_tt(d, 16, r)
         self.f = numtk_tt(self.cores)
+        self.f_all = numtk_tt(self.cores, workers=-1)
         self.X = np.random.default_rng(1).uniform(-1, 1, (M, d))
 
     def time_numtk(self, M, d, r):
         numtk_evaluate(self.f, self.X)
+
+    def time_numtk_all_cores(self, M, d, r):
+        numtk_evaluate(self.f_all, self.X)
 
     def time_numtk_predict(self, M, d, r):
         self.f.predict(self.X)

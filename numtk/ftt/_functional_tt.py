@@ -7,7 +7,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from numtk._lib import normalize_rng, single_blas_thread
+from numtk._lib import n_threads, normalize_rng, single_blas_thread
 from numtk._lib._estimator import Estimator, check_is_fitted
 from numtk._lib._validation import as_array, check_bool, check_finite, check_int, check_option, check_real
 from numtk.ftt import _basis
@@ -56,6 +56,9 @@ class FunctionalTT(Estimator):
     extrapolate : {'linear', 'clip', 'raise'}, default 'linear'
         Outside the box the bounded bases continue linearly from the edge, stay at the edge value,
         or evaluating raises ValueError.
+    workers : int, default 1
+        Native threads of the evaluation kernel (:meth:`predict`, :meth:`gradient`, :meth:`laplacian`,
+        :meth:`evaluate`); ``-1`` uses every available core.
 
     Attributes
     ----------
@@ -95,7 +98,7 @@ class FunctionalTT(Estimator):
 
     def __init__(self, basis: str | Sequence[str] = "legendre", degree: int | Sequence[int] = 8,
                  ranks: int | Sequence[int] = 2, domain: Any = None, *, loc: float | Sequence[float] = 0.0,
-                 scale: float | Sequence[float] = 1.0, extrapolate: str = "linear") -> None:
+                 scale: float | Sequence[float] = 1.0, extrapolate: str = "linear", workers: Any = 1) -> None:
         self.basis = basis
         self.degree = degree
         self.ranks = ranks
@@ -103,6 +106,7 @@ class FunctionalTT(Estimator):
         self.loc = loc
         self.scale = scale
         self.extrapolate = extrapolate
+        self.workers = workers
 
     # ------------------------------------------------------------------------------------------------
     # parameters
@@ -412,8 +416,9 @@ class FunctionalTT(Estimator):
             self._check_inside(X, self._bases)
         bs = self._bases
         ext = _basis.EXTRAPOLATE[self.extrapolate]
+        threads = n_threads(self.workers)
         return _ftt_ext.evaluate(X, [_basis.KINDS[b.kind] for b in bs], [b.n for b in bs], [b.p0 for b in bs],
-                                 [b.p1 for b in bs], ext, list(self.cores_), grad, lap)
+                                 [b.p1 for b in bs], ext, list(self.cores_), grad, lap, threads)
 
     def predict(self, X: Any) -> np.ndarray:
         """Values f(x) at the rows of X.
@@ -685,14 +690,15 @@ class FunctionalTT(Estimator):
     @classmethod
     def from_cores(cls, cores: Sequence[Any], basis: str | Sequence[str] = "legendre",
                    degree: int | Sequence[int] | None = None, domain: Any = None, loc: float | Sequence[float] = 0.0,
-                   scale: float | Sequence[float] = 1.0, extrapolate: str = "linear") -> "FunctionalTT":
+                   scale: float | Sequence[float] = 1.0, extrapolate: str = "linear",
+                   workers: Any = 1) -> "FunctionalTT":
         """A fitted FunctionalTT from given coefficient cores.
 
         Parameters
         ----------
         cores : sequence of array_like
             Core k of shape ``(r_{k-1}, n_k, r_k)`` with ``r_0 = r_d = 1``.
-        basis, domain, loc, scale, extrapolate
+        basis, domain, loc, scale, extrapolate, workers
             As in the constructor; ``domain`` is required for bounded bases.
         degree : int or sequence of int, optional
             ``n_k - 1``; inferred from the cores when omitted, checked against them otherwise.
@@ -734,7 +740,7 @@ class FunctionalTT(Estimator):
             if [g + 1 for g in degs] != ns:
                 raise ValueError(f"`degree` {degs} does not match the cores' basis sizes {ns}")
         ranks = [c.shape[2] for c in cs[:-1]] or 1
-        est = cls(basis, degree, ranks, domain, loc=loc, scale=scale, extrapolate=extrapolate)
+        est = cls(basis, degree, ranks, domain, loc=loc, scale=scale, extrapolate=extrapolate, workers=workers)
         bases = est._resolve_bases(d, None)
         return est._set_fitted(bases, cs)
 

@@ -253,7 +253,8 @@ def test_from_cores_round_trip():
 def test_params_and_clone():
     f = FunctionalTT("hermite", degree=5, ranks=3, loc=1.0, scale=2.0)
     params = f.get_params()
-    assert params == dict(basis="hermite", degree=5, ranks=3, domain=None, loc=1.0, scale=2.0, extrapolate="linear")
+    assert params == dict(basis="hermite", degree=5, ranks=3, domain=None, loc=1.0, scale=2.0, extrapolate="linear",
+                          workers=1)
     f.set_params(degree=7)
     assert f.degree == 7
     with pytest.raises(ValueError, match="invalid parameter"):

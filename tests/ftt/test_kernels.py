@@ -97,6 +97,28 @@ def test_evaluate_matches_dense_einsum(seed):
     np.testing.assert_array_equal(f.laplacian(X), lap)
 
 
+def test_evaluate_threads_and_mixed_blocks():
+    # Legendre points inside and outside the box in the same block of points (the vectorised recurrence
+    # and the per-point extension), a partial last block, and the threaded kernel
+    rng = np.random.default_rng(5)
+    f, cores, spec = _random_tt(rng, 3, kinds=["legendre", "legendre", "bspline"], nmax=17)
+    X = rng.uniform(-1.6, 2.0, (1000 + 13, 3))
+    fr, gr, lr = ref.evaluate(X, cores, spec)
+    one = f.evaluate(X, gradient=True, laplacian=True)
+    f.set_params(workers=2)
+    two = f.evaluate(X, gradient=True, laplacian=True)
+    for a, b in zip(one, two):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(one[0], fr, rtol=1e-12, atol=1e-12 * np.abs(fr).max())
+    np.testing.assert_allclose(one[1], gr, rtol=1e-11, atol=1e-11 * np.abs(gr).max())
+    np.testing.assert_allclose(one[2], lr, rtol=1e-11, atol=1e-11 * np.abs(lr).max())
+    with pytest.raises(ValueError, match="NaN"):
+        f.predict(np.where(np.arange(3) == 1, np.nan, X))
+    for bad, err in ((0, ValueError), (1.5, TypeError), (print, TypeError)):
+        with pytest.raises(err, match="workers"):
+            f.set_params(workers=bad).predict(X)
+
+
 @pytest.mark.parametrize("order", ["F", "strided"])
 def test_evaluate_non_contiguous_and_float32(order):
     rng = np.random.default_rng(7)

@@ -48,6 +48,50 @@ inline void legendre_point(int n, T z, T s, T* v, T* d1, T* d2) {
     }
 }
 
+// legendre_point for a block of nb <= B points at once (z[b] in [-1, 1]), structure of arrays: function k
+// of point b goes to v[k * B + b]. The recurrence coefficients are computed once per block and the loops
+// over points vectorise; with one point at a time the square roots and divisions dominate evaluation.
+template <class T>
+inline void legendre_block(int n, std::size_t nb, std::size_t B, const T* z, T s, T* v, T* d1, T* d2, T* work) {
+    T* p0 = work;
+    T* p1 = p0 + B;
+    T* q0 = p1 + B;  // first derivatives (in z)
+    T* q1 = q0 + B;
+    T* e0 = q1 + B;  // second derivatives (in z)
+    T* e1 = e0 + B;
+    for (std::size_t b = 0; b < nb; ++b) {
+        p0[b] = T(1); p1[b] = z[b];
+        q0[b] = T(0); q1[b] = T(1);
+        e0[b] = T(0); e1[b] = T(0);
+        v[b] = T(1);
+    }
+    if (d1) for (std::size_t b = 0; b < nb; ++b) d1[b] = T(0);
+    if (d2) for (std::size_t b = 0; b < nb; ++b) d2[b] = T(0);
+    for (int k = 1; k < n; ++k) {
+        const T c = std::sqrt(T(2 * k + 1)), c1 = c * s, c2 = c * s * s;
+        T* vk = v + std::size_t(k) * B;
+        for (std::size_t b = 0; b < nb; ++b) vk[b] = c * p1[b];
+        if (d1) {
+            T* dk = d1 + std::size_t(k) * B;
+            for (std::size_t b = 0; b < nb; ++b) dk[b] = c1 * q1[b];
+        }
+        if (d2) {
+            T* dk = d2 + std::size_t(k) * B;
+            for (std::size_t b = 0; b < nb; ++b) dk[b] = c2 * e1[b];
+        }
+        if (k + 1 == n) break;
+        const T a = T(2 * k + 1) / T(k + 1), g = T(k) / T(k + 1), w = T(2 * k + 1);
+        for (std::size_t b = 0; b < nb; ++b) {
+            const T pn = a * z[b] * p1[b] - g * p0[b];
+            const T qn = q0[b] + w * p1[b];
+            const T en = e0[b] + w * q1[b];
+            p0[b] = p1[b]; p1[b] = pn;
+            q0[b] = q1[b]; q1[b] = qn;
+            e0[b] = e1[b]; e1[b] = en;
+        }
+    }
+}
+
 // Orthonormal probabilists' Hermite h_k(u). For |u| > 10 the recurrence runs on rescaled values
 // (Hermite-function style: a running power-of-two factor is split off, as exp(-u^2/4) is in the
 // Hermite functions) so intermediate values never overflow; the factor is put back exactly by ldexp.
@@ -199,6 +243,43 @@ inline void basis_point(const Basis1D<T>& b, T x, T* v, T* d1, T* d2, T* scratch
     }
     if (d2)
         for (int i = 0; i < b.n; ++i) d2[i] = T(0);
+}
+
+// Values (and derivatives where d1 / d2 are non-null) of basis b at the nb <= B points x[0..nb), structure of
+// arrays: function i of point p goes to v[i * B + p]. Legendre points inside the box go through the
+// vectorised legendre_block; other kinds and points outside the box go one at a time through basis_point.
+// `work` must hold 7 * B + 5 * n values.
+template <class T>
+inline void basis_block(const Basis1D<T>& b, std::size_t nb, std::size_t B, const T* x, T* v, T* d1, T* d2,
+                        T* work) {
+    const std::size_t n = static_cast<std::size_t>(b.n);
+    T* pv = work + 6 * B;
+    T* p1 = pv + n;
+    T* p2 = p1 + n;
+    T* scratch = p2 + n;
+    auto one = [&](std::size_t p) {
+        basis_point(b, x[p], pv, d1 ? p1 : static_cast<T*>(nullptr), d2 ? p2 : static_cast<T*>(nullptr), scratch);
+        for (std::size_t i = 0; i < n; ++i) v[i * B + p] = pv[i];
+        if (d1) for (std::size_t i = 0; i < n; ++i) d1[i * B + p] = p1[i];
+        if (d2) for (std::size_t i = 0; i < n; ++i) d2[i * B + p] = p2[i];
+    };
+    if (b.kind != kLegendre) {
+        for (std::size_t p = 0; p < nb; ++p) one(p);
+        return;
+    }
+    const T s = T(2) / (b.p1 - b.p0);
+    T* zrow = scratch + 2 * n;  // the clamped coordinates z in [-1, 1]
+    std::size_t outside = 0;
+    for (std::size_t p = 0; p < nb; ++p) {
+        const T xp = x[p];
+        if (!(xp >= b.p0 && xp <= b.p1)) ++outside;
+        T t = (xp - b.p0) * s - T(1);
+        zrow[p] = t > T(1) ? T(1) : (t < T(-1) ? T(-1) : t);
+    }
+    detail::legendre_block(b.n, nb, B, zrow, s, v, d1, d2, work);
+    if (outside)
+        for (std::size_t p = 0; p < nb; ++p)
+            if (!(x[p] >= b.p0 && x[p] <= b.p1)) one(p);
 }
 
 constexpr int kMaxBasisSize = 512;

@@ -25,6 +25,7 @@ struct TrainView {
 };
 
 constexpr std::size_t kBlock = 32;
+constexpr std::size_t kChunk = 8;  // points per register accumulator (kBlock is a multiple)
 
 // f (M), grad (M, d) row-major and lap (M) at the points X[m * sx0 + k * sx1]; grad/lap may be null.
 template <class T>
@@ -48,9 +49,9 @@ void evaluate(const TrainView<T>& tt, std::size_t M, const T* X, std::ptrdiff_t 
         std::vector<T> G(deriv ? gsize * B : std::size_t(rmax) * rmax * B);  // G_k blocks (all k if deriv)
         std::vector<T> R((rsize + 1) * B);                                    // suffixes R_k, k = 0..d
         std::vector<T> phi(std::size_t(nmax) * B), dphi(std::size_t(nmax) * B), ddphi(std::size_t(nmax) * B);
-        std::vector<T> pv(3 * std::size_t(nmax)), scratch(2 * std::size_t(nmax));
+        std::vector<T> xb(B), work(7 * B + 5 * std::size_t(nmax));
         std::vector<T> L(std::size_t(rmax) * B), Lnew(std::size_t(rmax) * B);
-        std::vector<T> tbuf(std::size_t(rmax) * B), w(std::size_t(nmax) * B), acc(B);
+        std::vector<T> w(std::size_t(nmax) * B), acc(B);
         std::vector<std::size_t> goff(std::size_t(d) + 1), roff(std::size_t(d) + 1);
         {
             std::size_t g = 0, r = 0;
@@ -72,25 +73,25 @@ void evaluate(const TrainView<T>& tt, std::size_t M, const T* X, std::ptrdiff_t 
                 const Basis1D<T>& bs = tt.basis[k];
                 const std::size_t n = std::size_t(bs.n), ra = std::size_t(tt.ranks[k]),
                                   rb = std::size_t(tt.ranks[k + 1]), rr = ra * rb;
-                for (std::size_t b = 0; b < nb; ++b) {
-                    const T x = X[std::ptrdiff_t(m0 + b) * sx0 + std::ptrdiff_t(k) * sx1];
-                    basis_point(bs, x, pv.data(), static_cast<T*>(nullptr), static_cast<T*>(nullptr), scratch.data());
-                    for (std::size_t i = 0; i < n; ++i) phi[i * B + b] = pv[i];
-                }
+                for (std::size_t b = 0; b < nb; ++b) xb[b] = X[std::ptrdiff_t(m0 + b) * sx0 + std::ptrdiff_t(k) * sx1];
+                basis_block(bs, nb, B, xb.data(), phi.data(), static_cast<T*>(nullptr), static_cast<T*>(nullptr),
+                            work.data());
                 for (std::size_t b = nb; b < B; ++b)
                     for (std::size_t i = 0; i < n; ++i) phi[i * B + b] = T(0);
                 T* Gk = G.data() + goff[std::size_t(k)] * B;
-                std::fill(Gk, Gk + rr * B, T(0));
                 const T* C = tt.cores_t[k];
-                for (std::size_t i = 0; i < n; ++i) {
-                    const T* ph = phi.data() + i * B;
+                // G[q][b] = sum_i C[i][q] phi[i][b], accumulated in registers chunk by chunk of points
+                for (std::size_t b0 = 0; b0 < B; b0 += kChunk)
                     for (std::size_t q = 0; q < rr; ++q) {
-                        const T c = C[i * rr + q];
-                        if (c == T(0)) continue;
-                        T* g = Gk + q * B;
-                        for (std::size_t b = 0; b < B; ++b) g[b] += c * ph[b];
+                        T acc[kChunk] = {};
+                        for (std::size_t i = 0; i < n; ++i) {
+                            const T c = C[i * rr + q];
+                            const T* ph = phi.data() + i * B + b0;
+                            for (std::size_t b = 0; b < kChunk; ++b) acc[b] += c * ph[b];
+                        }
+                        T* g = Gk + q * B + b0;
+                        for (std::size_t b = 0; b < kChunk; ++b) g[b] = acc[b];
                     }
-                }
                 const T* Rn = R.data() + roff[std::size_t(k) + 1] * B;
                 T* Rk = R.data() + roff[std::size_t(k)] * B;
                 for (std::size_t a = 0; a < ra; ++a) {
@@ -112,47 +113,38 @@ void evaluate(const TrainView<T>& tt, std::size_t M, const T* X, std::ptrdiff_t 
                 const Basis1D<T>& bs = tt.basis[k];
                 const std::size_t n = std::size_t(bs.n), ra = std::size_t(tt.ranks[k]),
                                   rb = std::size_t(tt.ranks[k + 1]), rr = ra * rb;
-                for (std::size_t b = 0; b < nb; ++b) {
-                    const T x = X[std::ptrdiff_t(m0 + b) * sx0 + std::ptrdiff_t(k) * sx1];
-                    T* v = pv.data();
-                    T* v1 = v + nmax;
-                    T* v2 = v1 + nmax;
-                    basis_point(bs, x, v, v1, lap ? v2 : static_cast<T*>(nullptr), scratch.data());
-                    for (std::size_t i = 0; i < n; ++i) {
-                        dphi[i * B + b] = v1[i];
-                        ddphi[i * B + b] = lap ? v2[i] : T(0);
-                    }
-                }
+                for (std::size_t b = 0; b < nb; ++b) xb[b] = X[std::ptrdiff_t(m0 + b) * sx0 + std::ptrdiff_t(k) * sx1];
+                basis_block(bs, nb, B, xb.data(), phi.data(), dphi.data(), lap ? ddphi.data() : static_cast<T*>(nullptr),
+                            work.data());
                 for (std::size_t b = nb; b < B; ++b)
                     for (std::size_t i = 0; i < n; ++i) dphi[i * B + b] = ddphi[i * B + b] = T(0);
                 const T* C = tt.cores_t[k];
                 const T* Rn = R.data() + roff[std::size_t(k) + 1] * B;
-                for (std::size_t i = 0; i < n; ++i) {
-                    // tbuf[c] = sum_a L[a] C[i, a, c]
-                    std::fill(tbuf.begin(), tbuf.begin() + std::ptrdiff_t(rb * B), T(0));
-                    for (std::size_t a = 0; a < ra; ++a) {
-                        const T* la = L.data() + a * B;
+                // w[i][b] = sum_c R_{k+1}[c][b] sum_a C[i, a, c] L[a][b], chunk by chunk of points
+                for (std::size_t b0 = 0; b0 < B; b0 += kChunk)
+                    for (std::size_t i = 0; i < n; ++i) {
+                        T wacc[kChunk] = {};
                         for (std::size_t c = 0; c < rb; ++c) {
-                            const T cc = C[i * rr + a * rb + c];
-                            if (cc == T(0)) continue;
-                            T* t = tbuf.data() + c * B;
-                            for (std::size_t b = 0; b < B; ++b) t[b] += cc * la[b];
+                            T t[kChunk] = {};
+                            for (std::size_t a = 0; a < ra; ++a) {
+                                const T cc = C[i * rr + a * rb + c];
+                                const T* la = L.data() + a * B + b0;
+                                for (std::size_t b = 0; b < kChunk; ++b) t[b] += cc * la[b];
+                            }
+                            const T* rn = Rn + c * B + b0;
+                            for (std::size_t b = 0; b < kChunk; ++b) wacc[b] += t[b] * rn[b];
                         }
+                        T* wi = w.data() + i * B + b0;
+                        for (std::size_t b = 0; b < kChunk; ++b) wi[b] = wacc[b];
                     }
-                    T* wi = w.data() + i * B;
-                    std::fill(wi, wi + B, T(0));
-                    for (std::size_t c = 0; c < rb; ++c) {
-                        const T* t = tbuf.data() + c * B;
-                        const T* rn = Rn + c * B;
-                        for (std::size_t b = 0; b < B; ++b) wi[b] += t[b] * rn[b];
-                    }
-                }
                 if (grad) {
-                    for (std::size_t b = 0; b < nb; ++b) {
-                        T s = T(0);
-                        for (std::size_t i = 0; i < n; ++i) s += dphi[i * B + b] * w[i * B + b];
-                        grad[(m0 + b) * std::size_t(d) + std::size_t(k)] = s;
+                    T gk[kBlock] = {};
+                    for (std::size_t i = 0; i < n; ++i) {
+                        const T* p1 = dphi.data() + i * B;
+                        const T* wi = w.data() + i * B;
+                        for (std::size_t b = 0; b < B; ++b) gk[b] += p1[b] * wi[b];
                     }
+                    for (std::size_t b = 0; b < nb; ++b) grad[(m0 + b) * std::size_t(d) + std::size_t(k)] = gk[b];
                 }
                 if (lap) {
                     for (std::size_t i = 0; i < n; ++i) {
