@@ -46,5 +46,8 @@ class ALSSweep:
     def time_sweep(self, M, d, r, basis):
         numtk_als_sweep(self.X, self.y, 12, r, basis)
 
+    def time_sweep_all_cores(self, M, d, r, basis):
+        numtk_als_sweep(self.X, self.y, 12, r, basis, workers=-1)
+
     def track_val_rmse(self, M, d, r, basis):
         return numtk_als_sweep(self.X, self.y, 12, r, basis).history_[-1]["val_rmse"]

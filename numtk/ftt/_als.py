@@ -83,24 +83,46 @@ def _gather_index(ra: int, n: int, rb: int) -> np.ndarray:
     return idx.reshape(P, P)
 
 
-def normal_equations(L, Phi, R, w, y, n_train, penalty):
+def _over_rows(fn, n_train, threads, min_rows=2048):
+    """``fn(m0, m1)`` on ``threads`` contiguous slices of the rows ``[0, n_train)``, in Python threads (the
+    compiled kernels and BLAS release the GIL); the list of results. Slices have at least ``min_rows`` rows."""
+    threads = max(1, min(int(threads), n_train // min_rows))
+    bounds = [n_train * t // threads for t in range(threads + 1)]
+    if threads == 1:
+        return [fn(0, n_train)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(threads) as pool:
+        return list(pool.map(fn, bounds[:-1], bounds[1:]))
+
+
+def normal_equations(L, Phi, R, w, y, n_train, penalty, threads=1):
     """G = A^T W A / sum(w) + penalty and b = A^T W y / sum(w) over the first n_train rows."""
     from numtk.ftt import _ftt_ext
 
     ra, n, rb = L.shape[1], Phi.shape[1], R.shape[1]
     if sparse_rows(Phi, ra, rb, directional=False):
-        return _normal_equations_sparse(L, None, Phi, None, R, None, w, y, n_train, penalty)
+        return _normal_equations_sparse(L, None, Phi, None, R, None, w, y, n_train, penalty, threads)
     pa, pn, pb = ra * (ra + 1) // 2, n * (n + 1) // 2, rb * (rb + 1) // 2
-    rows = min(CHUNK, n_train)
-    Z = np.empty((rows, pa * pb))
-    Y = np.empty((rows, pn))
-    S = np.zeros((pa * pb, pn))
-    b = np.zeros(ra * n * rb)
-    for m0 in range(0, n_train, CHUNK):
-        m1 = min(m0 + CHUNK, n_train)
-        _ftt_ext.assemble_chunk(L, Phi, R, w, y, m0, m1, Z, Y, b)
-        k = m1 - m0
-        S += Z[:k].T @ Y[:k]
+
+    def part(lo, hi):
+        rows = min(CHUNK, hi - lo)
+        Z = np.empty((rows, pa * pb))
+        Y = np.empty((rows, pn))
+        S = np.zeros((pa * pb, pn))
+        b = np.zeros(ra * n * rb)
+        for m0 in range(lo, hi, CHUNK):
+            m1 = min(m0 + CHUNK, hi)
+            _ftt_ext.assemble_chunk(L, Phi, R, w, y, m0, m1, Z, Y, b)
+            k = m1 - m0
+            S += Z[:k].T @ Y[:k]
+        return S, b
+
+    parts = _over_rows(part, n_train, threads)
+    S, b = parts[0]
+    for S_t, b_t in parts[1:]:
+        S += S_t
+        b += b_t
     wsum = float(np.sum(w[:n_train]))
     G = S.ravel()[_gather_index(ra, n, rb)] / wsum
     G += penalty
@@ -135,7 +157,7 @@ def solve_qr(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty):
     return scipy.linalg.lstsq(A, rhs, lapack_driver="gelsy", check_finite=False)[0]
 
 
-def normal_equations_rows(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty):
+def normal_equations_rows(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty, threads=1):
     """The normal equations when each row also carries a directional derivative ``v_m . grad f(x_m)``.
 
     The design row of point m is ``L (x) phi (x) R + DL (x) phi (x) R + L (x) v_k phi' (x) R + L (x) phi (x) DR``
@@ -145,17 +167,26 @@ def normal_equations_rows(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty):
     ra, n, rb = L.shape[1], Phi.shape[1], R.shape[1]
     P = ra * n * rb
     if sparse_rows(Phi):
-        return _normal_equations_sparse(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty)
-    G = np.zeros((P, P), order="F")
-    b = np.zeros(P)
+        return _normal_equations_sparse(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty, threads)
     rows = max(256, min(CHUNK, 1_000_000 // P))
-    for m0 in range(0, n_train, rows):
-        s = slice(m0, min(m0 + rows, n_train))
-        A = design_rows(L, DL, Phi, DPhi, R, DR, s)
-        b += A.T @ (w[s] * y[s])
-        A *= np.sqrt(w[s])[:, None]
-        # symmetric rank-k update: half the flops of A^T A (upper triangle, Fortran order)
-        G = _syrk(A, G)
+
+    def part(lo, hi):
+        G = np.zeros((P, P), order="F")
+        b = np.zeros(P)
+        for m0 in range(lo, hi, rows):
+            s = slice(m0, min(m0 + rows, hi))
+            A = design_rows(L, DL, Phi, DPhi, R, DR, s)
+            b += A.T @ (w[s] * y[s])
+            A *= np.sqrt(w[s])[:, None]
+            # symmetric rank-k update: half the flops of A^T A (upper triangle, Fortran order)
+            G = _syrk(A, G)
+        return G, b
+
+    parts = _over_rows(part, n_train, threads)
+    G, b = parts[0]
+    for G_t, b_t in parts[1:]:
+        G += G_t
+        b += b_t
     return _from_upper(G, b, w, n_train, penalty)
 
 
@@ -181,7 +212,7 @@ def sparse_rows(Phi: np.ndarray, ra: int = 1, rb: int = 1, directional: bool = T
     return 4 * (ra * nnz * rb) ** 2 < pairs(ra) * pairs(rb) * pairs(n) and ra * n * rb <= 1024
 
 
-def _normal_equations_sparse(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty):
+def _normal_equations_sparse(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty, threads=1):
     """:func:`normal_equations_rows` from the non-zero columns of each row only (compiled): a row costs
     ``(ra * 4 * rb)**2`` instead of ``P**2``; the explicit design matrix is never formed."""
     from numtk.ftt import _ftt_ext
@@ -189,7 +220,7 @@ def _normal_equations_sparse(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty):
     P = L.shape[1] * Phi.shape[1] * R.shape[1]
     G = np.zeros((P, P))
     b = np.zeros(P)
-    _ftt_ext.assemble_sparse(L, DL, Phi, DPhi, R, DR, w, y, 0, n_train, G, b)
+    _ftt_ext.assemble_sparse(L, DL, Phi, DPhi, R, DR, w, y, 0, n_train, G, b, threads)
     return _from_upper(G, b, w, n_train, penalty)
 
 
@@ -252,7 +283,7 @@ def _rmse(pred, y, w):
 
 
 def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adaptive, max_rank, rank_tol, rng,
-        progress=False, callback=None, dphis=None, D=None):
+        progress=False, callback=None, dphis=None, D=None, threads=1):
     """Fit the cores in place by ALS. Returns (best_cores, history, n_sweeps).
 
     ``phis[k]`` is the (M, n_k) basis matrix of coordinate k over all rows (the first ``n_train`` rows
@@ -289,16 +320,16 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
         DRint[d - 1] = np.zeros((M, 1))
 
     def update_left(k):
-        Lint[k + 1] = _ftt_ext.interface_left(Lint[k], phis[k], cores[k])
+        Lint[k + 1] = _ftt_ext.interface_left(Lint[k], phis[k], cores[k], threads)
         if directional:
-            DLint[k + 1] = (_ftt_ext.interface_left(DLint[k], phis[k], cores[k])
-                            + _ftt_ext.interface_left(Lint[k], vphis[k], cores[k]))
+            DLint[k + 1] = (_ftt_ext.interface_left(DLint[k], phis[k], cores[k], threads)
+                            + _ftt_ext.interface_left(Lint[k], vphis[k], cores[k], threads))
 
     def update_right(k):
-        Rint[k - 1] = _ftt_ext.interface_right(Rint[k], phis[k], cores[k])
+        Rint[k - 1] = _ftt_ext.interface_right(Rint[k], phis[k], cores[k], threads)
         if directional:
-            DRint[k - 1] = (_ftt_ext.interface_right(DRint[k], phis[k], cores[k])
-                            + _ftt_ext.interface_right(Rint[k], vphis[k], cores[k]))
+            DRint[k - 1] = (_ftt_ext.interface_right(DRint[k], phis[k], cores[k], threads)
+                            + _ftt_ext.interface_right(Rint[k], vphis[k], cores[k], threads))
 
     for k in range(d - 1, 0, -1):
         update_right(k)
@@ -309,9 +340,9 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
         args = ((Lint[k], DLint[k], phis[k], vphis[k], Rint[k], DRint[k]) if directional
                 else (Lint[k], None, phis[k], None, Rint[k], None))
         if directional:
-            G, b = normal_equations_rows(*args, w, y, n_train, pen)
+            G, b = normal_equations_rows(*args, w, y, n_train, pen, threads)
         else:
-            G, b = normal_equations(Lint[k], phis[k], Rint[k], w, y, n_train, pen)
+            G, b = normal_equations(Lint[k], phis[k], Rint[k], w, y, n_train, pen, threads)
         x = solve_spd(G, b, rcond_min=RCOND_QR)
         if x is None:
             x = solve_qr(*args, w, y, n_train, pen)

@@ -1,5 +1,6 @@
 // pybind11 bindings of the functional tensor train kernels in native/include/numtk/ftt/.
 // Python validates arguments first; the checks here are the last line of defence (no crash on bad input).
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <stdexcept>
@@ -155,19 +156,30 @@ Site check_site(const darray& L, const darray& Phi, const darray* R, const darra
     return {std::size_t(L.shape(0)), std::size_t(C.shape(0)), std::size_t(C.shape(1)), std::size_t(C.shape(2))};
 }
 
-py::array interface_left(darray L, darray Phi, darray C) {
+// Rows [0, M) in `threads` contiguous slices (at least 2048 rows each); f(lo, hi).
+template <class F>
+void over_rows(std::size_t M, int threads, F&& f) {
+    const int t = int(std::min<std::size_t>(std::size_t(std::max(threads, 1)), std::max<std::size_t>(1, M / 2048)));
+    numtk::parallel_for_chunks(M, t, [&](int, std::size_t lo, std::size_t hi) { f(lo, hi); });
+}
+
+py::array interface_left(darray L, darray Phi, darray C, int threads) {
+    need(threads >= 1, "`threads` must be >= 1");
     const Site s = check_site(L, Phi, nullptr, C);
     py::array_t<double> out({static_cast<py::ssize_t>(s.M), static_cast<py::ssize_t>(s.rb)});
     const double *pl = L.data(), *pp = Phi.data(), *pc = C.data();
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        ft::interface_left(s.M, s.ra, s.n, s.rb, pl, pp, pc, po);
+        over_rows(s.M, threads, [&](std::size_t lo, std::size_t hi) {
+            ft::interface_left(hi - lo, s.ra, s.n, s.rb, pl + lo * s.ra, pp + lo * s.n, pc, po + lo * s.rb);
+        });
     }
     return out;
 }
 
-py::array interface_right(darray R, darray Phi, darray C) {
+py::array interface_right(darray R, darray Phi, darray C, int threads) {
+    need(threads >= 1, "`threads` must be >= 1");
     need(R.ndim() == 2 && Phi.ndim() == 2 && C.ndim() == 3, "R, Phi must be 2-D and C 3-D");
     need(R.shape(0) == Phi.shape(0) && C.shape(2) == R.shape(1) && C.shape(1) == Phi.shape(1),
          "shapes: R (M, rb), Phi (M, n), C (ra, n, rb)");
@@ -178,7 +190,9 @@ py::array interface_right(darray R, darray Phi, darray C) {
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        ft::interface_right(M, ra, n, rb, pr, pp, pc, po);
+        over_rows(M, threads, [&](std::size_t lo, std::size_t hi) {
+            ft::interface_right(hi - lo, ra, n, rb, pr + lo * rb, pp + lo * n, pc, po + lo * ra);
+        });
     }
     return out;
 }
@@ -222,7 +236,8 @@ void assemble_chunk(darray L, darray Phi, darray R, darray w, darray y, std::int
 // either all given (directional rows) or all None.
 void assemble_sparse(darray L, std::optional<darray> DL, darray Phi, std::optional<darray> DPhi, darray R,
                      std::optional<darray> DR, darray w, darray y, std::int64_t m0, std::int64_t m1, warray G,
-                     warray b) {
+                     warray b, int threads) {
+    need(threads >= 1, "`threads` must be >= 1");
     need(L.ndim() == 2 && Phi.ndim() == 2 && R.ndim() == 2 && w.ndim() == 1 && y.ndim() == 1, "bad dimensions");
     const auto M = L.shape(0);
     need(Phi.shape(0) == M && R.shape(0) == M && w.shape(0) == M && y.shape(0) == M, "row counts differ");
@@ -246,10 +261,33 @@ void assemble_sparse(darray L, std::optional<darray> DL, darray Phi, std::option
     double *pg = G.mutable_data(), *pb = b.mutable_data();
     {
         py::gil_scoped_release release;
-        std::vector<double> val(P);
-        std::vector<std::size_t> idx(P);
-        ft::assemble_sparse(std::size_t(m0), std::size_t(m1), ra, n, rb, pl, pdl, pp, pdp, pr, pdr, pw, py_, pg, pb,
-                            val.data(), idx.data());
+        // rows split over the threads; thread 0 accumulates into G and b, the others into their own copies
+        // (added at the end). At most one extra copy of G per 512 rows, so small problems stay serial.
+        const std::size_t rows = std::size_t(m1 - m0);
+        const int t_used = int(std::min<std::size_t>(std::size_t(threads), std::max<std::size_t>(1, rows / 512)));
+        std::vector<std::vector<double>> Gs(std::size_t(t_used > 1 ? t_used - 1 : 0)), bs(Gs.size());
+        numtk::parallel_for_chunks(rows, t_used, [&](int t, std::size_t lo, std::size_t hi) {
+            double* g = pg;
+            double* bb = pb;
+            if (t > 0) {
+                Gs[std::size_t(t - 1)].assign(P * P, 0.0);
+                bs[std::size_t(t - 1)].assign(P, 0.0);
+                g = Gs[std::size_t(t - 1)].data();
+                bb = bs[std::size_t(t - 1)].data();
+            }
+            std::vector<double> val(P);
+            std::vector<std::size_t> idx(P);
+            ft::assemble_sparse(std::size_t(m0) + lo, std::size_t(m0) + hi, ra, n, rb, pl, pdl, pp, pdp, pr, pdr, pw,
+                                py_, g, bb, val.data(), idx.data());
+        });
+        for (std::size_t t = 0; t < Gs.size(); ++t) {
+            for (std::size_t i = 0; i < P; ++i) {  // upper triangle only
+                const double* src = Gs[t].data() + i * P;
+                double* dst = pg + i * P;
+                for (std::size_t j = i; j < P; ++j) dst[j] += src[j];
+            }
+            for (std::size_t i = 0; i < P; ++i) pb[i] += bs[t][i];
+        }
     }
 }
 
@@ -263,12 +301,13 @@ PYBIND11_MODULE(_ftt_ext, m) {
     m.def("evaluate", &evaluate, py::arg("X"), py::arg("kinds"), py::arg("ns"), py::arg("p0"), py::arg("p1"),
           py::arg("extrapolate"), py::arg("cores"), py::arg("gradient"), py::arg("laplacian"), py::arg("threads") = 1,
           "Values, gradient and Laplacian of an FTT at the rows of X: (f, grad or None, lap or None).");
-    m.def("interface_left", &interface_left, py::arg("L"), py::arg("Phi"), py::arg("C"));
-    m.def("interface_right", &interface_right, py::arg("R"), py::arg("Phi"), py::arg("C"));
+    m.def("interface_left", &interface_left, py::arg("L"), py::arg("Phi"), py::arg("C"), py::arg("threads") = 1);
+    m.def("interface_right", &interface_right, py::arg("R"), py::arg("Phi"), py::arg("C"), py::arg("threads") = 1);
     m.def("site_values", &site_values, py::arg("L"), py::arg("Phi"), py::arg("R"), py::arg("C"));
     m.def("assemble_chunk", &assemble_chunk, py::arg("L"), py::arg("Phi"), py::arg("R"), py::arg("w"), py::arg("y"),
           py::arg("m0"), py::arg("m1"), py::arg("Z"), py::arg("Y"), py::arg("b"));
     m.def("assemble_sparse", &assemble_sparse, py::arg("L"), py::arg("DL"), py::arg("Phi"), py::arg("DPhi"),
           py::arg("R"), py::arg("DR"), py::arg("w"), py::arg("y"), py::arg("m0"), py::arg("m1"), py::arg("G"),
-          py::arg("b"), "Upper triangle of the normal equations of one core from sparse basis rows.");
+          py::arg("b"), py::arg("threads") = 1,
+          "Upper triangle of the normal equations of one core from sparse basis rows.");
 }

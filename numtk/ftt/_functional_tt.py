@@ -57,8 +57,9 @@ class FunctionalTT(Estimator):
         Outside the box the bounded bases continue linearly from the edge, stay at the edge value,
         or evaluating raises ValueError.
     workers : int, default 1
-        Native threads of the evaluation kernel (:meth:`predict`, :meth:`gradient`, :meth:`laplacian`,
-        :meth:`evaluate`); ``-1`` uses every available core.
+        Threads of the evaluation kernel (:meth:`predict`, :meth:`gradient`, :meth:`laplacian`,
+        :meth:`evaluate`) and of the assembly of the normal equations in :meth:`fit` (rows split
+        between threads); ``-1`` uses every available core.
 
     Attributes
     ----------
@@ -264,6 +265,7 @@ class FunctionalTT(Estimator):
             if directional.shape != (M, d):
                 raise ValueError(f"`directional` must have the shape of `X`, {(M, d)}; got {directional.shape}")
         init = check_option(init, "init", ("random", "additive"))
+        threads = n_threads(self.workers)
         sweeps = check_int(sweeps, "sweeps", minimum=1)
         tol = check_real(tol, "tol", low=0.0)
         if isinstance(regularization, dict):
@@ -322,7 +324,7 @@ class FunctionalTT(Estimator):
             best, history, n_iter = als(phis, yo, wo, M - n_val, cores, U, P2, sweeps=sweeps, tol=tol,
                                         ridge=ridge, h2=h2, rank_adaptive=rank_adaptive, max_rank=max_rank,
                                         rank_tol=rank_tol, rng=rng, progress=progress, callback=callback,
-                                        dphis=dphis, D=D)
+                                        dphis=dphis, D=D, threads=threads)
         return self._set_fitted(bases, best, n_iter, history)
 
     def _initial_ranks(self, bases):

@@ -216,6 +216,49 @@ def test_sparse_assembly_matches_the_dense_design(shape, directional):
     np.testing.assert_allclose(b, A.T @ (wt * y[s]) / wt.sum(), rtol=1e-11, atol=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["legendre", "bspline"])
+@pytest.mark.parametrize("directional", [False, True])
+def test_threaded_assembly_matches_serial(kind, directional):
+    # rows split over threads (Python threads for the dense/BLAS assembly, native threads for the sparse
+    # one and the interfaces) give the serial normal equations up to summation order
+    rng = np.random.default_rng(13)
+    M, ra, n, rb = 6001, 3, 9, 2
+    b1 = _basis.Basis1D(kind, n, -1.0, 1.0)
+    Phi, dPhi = (np.ascontiguousarray(a) for a in _basis.evaluate(b1, rng.uniform(-1, 1, M), order=1)[:2])
+    assert sparse_rows(Phi) == (kind == "bspline")
+    L, R = rng.normal(size=(M, ra)), rng.normal(size=(M, rb))
+    w, y = rng.uniform(0, 2, M), rng.normal(size=M)
+    pen = 0.1 * np.eye(ra * n * rb)
+    if directional:
+        args = (L, rng.normal(size=(M, ra)), Phi, dPhi * rng.normal(size=(M, 1)), R, rng.normal(size=(M, rb)))
+        one = normal_equations_rows(*args, w, y, M - 7, pen)
+        two = normal_equations_rows(*args, w, y, M - 7, pen, threads=2)
+    else:
+        one = normal_equations(L, Phi, R, w, y, M - 7, pen)
+        two = normal_equations(L, Phi, R, w, y, M - 7, pen, threads=2)
+    for a, b in zip(one, two):
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-13)
+    C = rng.normal(size=(ra, n, rb))
+    np.testing.assert_array_equal(_ftt_ext.interface_left(L, Phi, C, 2), _ftt_ext.interface_left(L, Phi, C))
+    np.testing.assert_array_equal(_ftt_ext.interface_right(R, Phi, C[:, :, :rb], 2),
+                                  _ftt_ext.interface_right(R, Phi, C[:, :, :rb]))
+    with pytest.raises(ValueError, match="threads"):
+        _ftt_ext.interface_left(L, Phi, C, 0)
+
+
+def test_fit_with_workers_matches_serial():
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-1, 1, (5000, 4))
+    y = np.sin(X[:, 0] + X[:, 1]) + X[:, 2] * X[:, 3]
+    kw = dict(sweeps=3, rng=0)
+    f1 = FunctionalTT("bspline", degree=7, ranks=2, domain=[[-1, 1]] * 4).fit(X, y, **kw)
+    f2 = FunctionalTT("bspline", degree=7, ranks=2, domain=[[-1, 1]] * 4, workers=2).fit(X, y, **kw)
+    assert f1.ranks_ == f2.ranks_
+    np.testing.assert_allclose(f2.predict(X), f1.predict(X), rtol=0, atol=1e-8)
+    with pytest.raises(ValueError, match="workers"):
+        FunctionalTT(workers=0).fit(X, y)
+
+
 def test_sparse_assembly_rejects_bad_input():
     z = np.zeros((3, 1))
     G, b = np.zeros((8, 8)), np.zeros(8)
