@@ -33,7 +33,7 @@ import numpy as np
 from numtk._lib import Result, normalize_rng, progress_bar
 from numtk._lib._validation import as_array, check_bool, check_finite, check_int, check_option, check_real
 from numtk._lib._warnings import NumtkWarning
-from numtk._lib._workers import as_map
+from numtk._lib._workers import n_threads
 from numtk.ftt import FunctionalTT
 
 __all__ = ["solve_hjb", "time_grid"]
@@ -93,24 +93,23 @@ def log_gamma(y: np.ndarray) -> np.ndarray:
     return -0.5 * np.einsum("ij,ij->i", y, y) - 0.5 * y.shape[1] * _LOG_2PI
 
 
-def _chunked(fn: Callable, Y: np.ndarray, workers: Any, chunk: int = 8192) -> np.ndarray:
-    """``fn`` over row chunks of ``Y`` (spread over ``workers``), concatenated."""
-    if len(Y) <= chunk or workers in (None, 1):
+def _chunked(fn: Callable, Y: np.ndarray, mapper: Callable | None, chunk: int = 8192) -> np.ndarray:
+    """``fn`` over row chunks of ``Y`` (spread by the map-like ``mapper``; None: one call), concatenated."""
+    if len(Y) <= chunk or mapper is None:
         return np.asarray(fn(Y), dtype=np.float64).reshape(len(Y))
     parts = [Y[i:i + chunk] for i in range(0, len(Y), chunk)]
-    with as_map(workers) as mapper:
-        out = list(mapper(fn, parts))
+    out = list(mapper(fn, parts))
     return np.concatenate([np.asarray(o, dtype=np.float64).reshape(-1) for o in out])
 
 
 class _Preconditioned:
     """``log rho~(y) = log rho(loc + scale * y)`` (no Jacobian: log Z = log Z~ + sum log scale)."""
 
-    def __init__(self, target, loc, scale, workers=None):
+    def __init__(self, target, loc, scale, mapper=None):
         self.target = target
         self.loc = loc
         self.scale = scale
-        self.workers = workers
+        self.mapper = mapper
         self.dim = target.dim
 
     def to_x(self, y):
@@ -120,7 +119,7 @@ class _Preconditioned:
         # far design points may overflow a target's formula (the funnel's exp(-x_0)): -inf or NaN there
         # means no mass, and NaN is mapped to -inf
         with np.errstate(over="ignore", invalid="ignore"):
-            vals = _chunked(self.target.log_density, self.to_x(y), self.workers)
+            vals = _chunked(self.target.log_density, self.to_x(y), self.mapper)
         return np.where(np.isnan(vals), -np.inf, vals)
 
     def grad_log_density(self, y):
@@ -233,7 +232,7 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
 
     def model():
         return FunctionalTT(opts["basis"], degree=opts["degree"], ranks=opts["ranks"], domain=box,
-                            extrapolate="linear")
+                            extrapolate="linear", workers=opts["threads"])
 
     diags: list[dict] = [None] * (N + 1)  # type: ignore[list-item]
     W: list[FunctionalTT] = [None] * (N + 1)  # type: ignore[list-item]
@@ -427,7 +426,11 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
     rng : {None, int, numpy.random.Generator}, optional
         Randomness of the designs, transitions, refinement paths and ALS.
     workers : int or map-like callable, optional
-        Spreads the target's log-density evaluations (design points, refinement paths) over chunks.
+        An int is the number of native threads of the FTT fits and evaluations (``-1``: every core). A
+        map-like callable (``multiprocessing.Pool(k).map``, a dask client's map) instead spreads the
+        target's log-density evaluations (design points, pilot chains, refinement paths) over chunks of
+        8192 points: worth it for expensive targets only (each call ships the chunks to the workers; for
+        the vectorised benchmark targets a pool costs more than it saves).
     progress : bool, default False
         A tqdm bar over the time steps.
     callback : callable, optional
@@ -519,7 +522,9 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
                       tau_min=float(sol.tau_min(criterion="coordinate")), ess=None, diagnostics=[], method="hermite",
                       wall_time=time.perf_counter() - start)
 
-    pre = _Preconditioned(target, loc_a, scale_a, workers)
+    # an int sets native threads (FTT kernels); a map-like callable carries the target's evaluations
+    threads = n_threads(workers) if workers is not None and not callable(workers) else 1
+    pre = _Preconditioned(target, loc_a, scale_a, workers if callable(workers) else None)
     bounds = getattr(target, "bounds", None)
     bounds_y = None if bounds is None else (np.asarray(bounds, dtype=np.float64) - loc_a[:, None]) / scale_a[:, None]
     pilot = None
@@ -537,7 +542,7 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
     opts = dict(n_paths=n_paths, sweeps=sweeps, regularization=regularization, max_rank=max_rank,
                 rank_tol=rank_tol, basis=basis, degree=degree, ranks=ranks, design_mix=tuple(mix),
                 scheme=scheme, theta=theta, newton_iter=newton_iter, newton_tol=newton_tol,
-                implicit_solver=implicit_solver, control_variate=control_variate)
+                implicit_solver=implicit_solver, control_variate=control_variate, threads=threads)
 
     best = None
     rounds = []

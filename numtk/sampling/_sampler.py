@@ -209,8 +209,8 @@ class ScoreBasedSampler:
             solver = "bsde"
         sol = solve_hjb(target, method=solver, integrator=integrator, **self.solve_hjb_kwargs)
         self._target = target
-        self._pre = _Preconditioned(target, np.asarray(sol.loc), np.asarray(sol.scale),
-                                    self.solve_hjb_kwargs.get("workers"))
+        # sampling spreads whole paths over `workers` (see _paths); the target is evaluated serially in each
+        self._pre = _Preconditioned(target, np.asarray(sol.loc), np.asarray(sol.scale))
         self._control = _Control(sol, self._pre)
         self._integrator = integrator
         self.solution_ = sol
