@@ -197,8 +197,11 @@ class FunctionalTT(Estimator):
             Ridge weight, or ``{'ridge': lam, 'h2': lam2}`` adding ``lam2`` times the integral of the
             squared second derivative of each core's univariate functions.
         rank_adaptive : bool, default True
-            Truncate negligible singular values (below ``rank_tol`` times the largest) and enrich a bond
-            by one random direction when the validation RMSE improves by less than 1% over a sweep.
+            Truncate negligible singular values (below ``rank_tol`` times the largest) and, when the
+            validation RMSE improves by less than 5% over a sweep, enrich every bond by one direction
+            fitted to the current residual (a correction core between the left interface and a random
+            sketch of the sites to the right; a random direction for ``directional`` fits). No
+            enrichment once the validation error is within ``10 * rank_tol`` of the data's scale.
         max_rank : int, default 10
             Largest rank any bond may reach.
         rank_tol : float, default 1e-8

@@ -249,10 +249,10 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
         raise ValueError("the target's log-density is -inf or NaN on almost every design point; "
                          "check `target` (or give `loc`/`scale`/`design_samples` near its mass)")
     # additive start: log-densities are often near-additive, and ALS from a constant start can stall
-    # up to 12 sweeps: from the additive start the rank adaptation adds about one rank per two sweeps (a
-    # rotated Gaussian in d = 4 needs ranks (3, 4, 3): with this penalty the last sweep validates at a
-    # relative 0.61 after 4 sweeps and 0.055 after 12; with a hundredth of the steps' penalty the larger
-    # ranks overfit, 0.43); an exactly additive target stops after 4 (no sweep validates better)
+    # up to 12 sweeps: from the additive start the rank adaptation adds at most one rank per sweep (a
+    # rotated Gaussian in d = 4: ranks (3, 3, 3), terminal residual 0.052; with a hundredth of the steps'
+    # penalty the larger ranks overfit); an exactly additive target stops after 4 (no sweep validates
+    # better)
     reg = opts["regularization"]
     reg_N = {**reg, "h2": reg.get("h2", 0.0) * _TERMINAL_H2} if isinstance(reg, dict) else reg
     WN = model().fit(X, target_vals, rng=rng, init="additive",
