@@ -479,11 +479,13 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
                     break
                 if abs(change) < tol and not can_grow:
                     break
-                # enrich when progress stalls, but not on two consecutive sweeps
-                # no enrichment once the fit is at the truncation threshold: new directions would only fit
-                # round-off (and validate "better" by chance)
+                # enrich when progress stalls, unless the model already overfits (validation error over
+                # twice the training error: in d = 50 with 3600 rows, 0.36 against 0.12, enriching grew the
+                # ranks 2 -> 7 over 8 sweeps for a worse model in 14x the time) or the fit is at the
+                # truncation threshold (new directions would only fit round-off)
                 resolved = cur <= 10.0 * rank_tol * y_scale
-                enrich = change < ENRICH_BELOW and can_grow and not truncated_any and not resolved
+                overfit = has_val and cur > 2.0 * err[0]
+                enrich = change < ENRICH_BELOW and can_grow and not truncated_any and not resolved and not overfit
             elif abs(change) < tol:
                 break
     finally:
