@@ -89,17 +89,23 @@ def _gather_index(ra: int, n: int, rb: int) -> np.ndarray:
     return idx.reshape(P, P)
 
 
-def _over_rows(fn, n_train, threads, min_rows=2048):
-    """``fn(m0, m1)`` on ``threads`` contiguous slices of the rows ``[0, n_train)``, in Python threads (the
-    compiled kernels and BLAS release the GIL); the list of results. Slices have at least ``min_rows`` rows."""
+def _sum_over_rows(fn, n_train, threads, min_rows=2048):
+    """``fn(m0, m1)`` (a pair of arrays) on ``threads`` contiguous slices of the rows ``[0, n_train)``, in
+    Python threads (the compiled kernels and BLAS release the GIL), summed. Slices have at least
+    ``min_rows`` rows."""
     threads = max(1, min(int(threads), n_train // min_rows))
-    bounds = [n_train * t // threads for t in range(threads + 1)]
     if threads == 1:
-        return [fn(0, n_train)]
+        return fn(0, n_train)
     from concurrent.futures import ThreadPoolExecutor
 
+    bounds = [n_train * t // threads for t in range(threads + 1)]
     with ThreadPoolExecutor(threads) as pool:
-        return list(pool.map(fn, bounds[:-1], bounds[1:]))
+        parts = list(pool.map(fn, bounds[:-1], bounds[1:]))
+    first, second = parts[0]
+    for a, b in parts[1:]:
+        first += a
+        second += b
+    return first, second
 
 
 def normal_equations(L, Phi, R, w, y, n_train, penalty, threads=1):
@@ -124,11 +130,7 @@ def normal_equations(L, Phi, R, w, y, n_train, penalty, threads=1):
             S += Z[:k].T @ Y[:k]
         return S, b
 
-    parts = _over_rows(part, n_train, threads)
-    S, b = parts[0]
-    for S_t, b_t in parts[1:]:
-        S += S_t
-        b += b_t
+    S, b = _sum_over_rows(part, n_train, threads)
     wsum = float(np.sum(w[:n_train]))
     G = S.ravel()[_gather_index(ra, n, rb)] / wsum
     G += penalty
@@ -188,11 +190,7 @@ def normal_equations_rows(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty, threa
             G = _syrk(A, G)
         return G, b
 
-    parts = _over_rows(part, n_train, threads)
-    G, b = parts[0]
-    for G_t, b_t in parts[1:]:
-        G += G_t
-        b += b_t
+    G, b = _sum_over_rows(part, n_train, threads)
     return _from_upper(G, b, w, n_train, penalty)
 
 
