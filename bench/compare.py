@@ -7,7 +7,7 @@ Usage::
     python bench/compare.py --sizes 1e6 --data continuous,ties,heavy_ties --repeat 9
     python bench/compare.py --kernels none --counterfactual   # group maps vs cvxpy and DAQP only
     python bench/compare.py --kernels none --sampling         # sampler fit, log Z, ESS; Sinkhorn, MMD
-    python bench/compare.py --kernels none --sampling-hard    # many-well, funnel, double well (minutes each)
+    python bench/compare.py --kernels none --sampling-hard    # many-well, funnel, double well, GMM-40 (minutes each)
 
 For every kernel, data kind and size it prints the median time of numtk with ``workers=1``
 and ``workers=-1`` and of the SciPy anchor, the ratios anchor/numtk (> 1: numtk faster), and
@@ -308,7 +308,7 @@ def main(argv=None):
         "--sampling-hard",
         action="store_true",
         help="also fit the sampler on the benchmark targets of the literature (many-well d=32, funnel d=10, "
-        "double-well d=50): minutes each",
+        "double-well d=50, GMM-40): minutes each",
     )
     args = parser.parse_args(argv)
     if args.sizes is None:
