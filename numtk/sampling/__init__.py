@@ -32,6 +32,7 @@ Solvers and sampler
    :toctree: generated/
 
    solve_hjb          -- the backward HJB/BSDE solve (or the exact Hermite path).
+   value_function     -- a step's value function in the original coordinates.
    time_grid          -- the graded time grid.
    ScoreBasedSampler  -- fit, sample, log Z with standard error, ESS.
    HermiteOUSolution  -- the exact Cole-Hopf/OU propagation in a Hermite tensor train.
@@ -50,7 +51,7 @@ Metrics
 """
 
 from numtk.sampling._hermite_ou import HermiteOUSolution, hermite_solution
-from numtk.sampling._hjb_bsde import solve_hjb, time_grid
+from numtk.sampling._hjb_bsde import solve_hjb, time_grid, value_function
 from numtk.sampling._metrics import log_Z_error, mmd, sinkhorn_distance, w2
 from numtk.sampling._sampler import ScoreBasedSampler
 from numtk.sampling._targets import (Target, as_target, double_well, funnel, gaussian, gaussian_mixture,
@@ -58,6 +59,6 @@ from numtk.sampling._targets import (Target, as_target, double_well, funnel, gau
 
 __all__ = [
     "Target", "as_target", "gaussian", "gaussian_mixture", "funnel", "many_well", "double_well",
-    "solve_hjb", "time_grid", "ScoreBasedSampler", "HermiteOUSolution", "hermite_solution",
+    "solve_hjb", "time_grid", "value_function", "ScoreBasedSampler", "HermiteOUSolution", "hermite_solution",
     "log_Z_error", "w2", "sinkhorn_distance", "mmd",
 ]

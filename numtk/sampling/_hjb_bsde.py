@@ -231,8 +231,10 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
                   max_rank=opts["max_rank"], rank_tol=opts["rank_tol"], rank_adaptive=True)
 
     def model():
-        return FunctionalTT(opts["basis"], degree=opts["degree"], ranks=opts["ranks"], domain=box,
-                            extrapolate="linear", workers=opts["threads"])
+        # Hermite bases need no box: orthonormal for N(0, 1) in the preconditioned coordinates
+        return FunctionalTT(opts["basis"], degree=opts["degree"], ranks=opts["ranks"],
+                            domain=None if opts["basis"] == "hermite" else box, extrapolate="linear",
+                            workers=opts["threads"])
 
     diags: list[dict] = [None] * (N + 1)  # type: ignore[list-item]
     W: list[FunctionalTT] = [None] * (N + 1)  # type: ignore[list-item]
@@ -337,6 +339,89 @@ def _value_log_Z(W0: FunctionalTT, d: int, rng, n: int = 100_000) -> tuple[float
     return m + math.log(mean), se
 
 
+def _project(basis, f) -> np.ndarray:
+    """Coefficients of ``f`` in one coordinate's basis by least squares at its natural quadrature nodes
+    (exact for functions in the span: here 1 and y^2, for every basis of degree >= 2)."""
+    from numtk.ftt import _basis
+
+    x, wq = _basis.natural_quadrature(basis, extra=3)
+    sw = np.sqrt(wq)
+    phi = _basis.evaluate(basis, x)[0]
+    return np.linalg.lstsq(phi * sw[:, None], f(x) * sw, rcond=None)[0]
+
+
+def value_function(W: FunctionalTT, loc: Any = 0.0, scale: Any = 1.0) -> FunctionalTT:
+    r"""The value function in the original coordinates from a step of :func:`solve_hjb`.
+
+    ``V(x) = W(y) + log gamma(y)`` with ``x = loc + scale * y`` and ``gamma = N(0, I)``: the log of the
+    OU-noised target at that step, as a :class:`~numtk.ftt.FunctionalTT` in x. ``log gamma`` is an exact
+    rank-2 train in W's bases (degree >= 2); it is added to W, the sum is rounded (tolerance 1e-12) and the
+    affine map goes into the bases' boxes (or the Hermite ``loc``/``scale``). :func:`solve_hjb` returns
+    these for every step as ``Result.V``.
+
+    Parameters
+    ----------
+    W : FunctionalTT
+        ``W_n`` of a :func:`solve_hjb` result, in preconditioned coordinates y.
+    loc, scale : float or array_like of shape (d,)
+        The preconditioning of that result (``Result.loc``, ``Result.scale``).
+
+    Returns
+    -------
+    V : FunctionalTT
+        ``V_n`` in x. With the preconditioning of :func:`solve_hjb` (no Jacobian), ``exp V_n`` integrates to
+        the target's Z at every step, and ``V_N = log rho`` on the box. Outside the box the bounded bases
+        extend linearly, so there V is not ``W + log gamma``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numtk.sampling import gaussian, solve_hjb, value_function
+    >>> target = gaussian(mean=[1.0], cov=[[0.5]])
+    >>> sol = solve_hjb(target, n_steps=20, degree=15, refine=0, rng=0, loc=1.0, scale=0.7)
+    >>> V = value_function(sol.W[-1], sol.loc, sol.scale)   # the same as sol.V[-1]
+    >>> x = np.array([[0.5], [1.0], [1.6]])
+    >>> bool(np.allclose(V.predict(x), target.log_density(x), atol=1e-3))
+    True
+    """
+    from numtk._lib._estimator import check_is_fitted
+    from numtk.ftt import _basis
+
+    if not isinstance(W, FunctionalTT):
+        raise TypeError(f"`W` must be a FunctionalTT (a step of solve_hjb's result); got {type(W).__name__}")
+    check_is_fitted(W, "cores_")
+    bases = W._bases
+    d = len(bases)
+    loc = _per_coord(loc, d, "loc")
+    scale = _per_coord(scale, d, "scale")
+    if np.any(scale <= 0):
+        raise ValueError("`scale` must be positive")
+    if any(b.n < 3 for b in bases):
+        raise ValueError("the value function needs degree >= 2 in every coordinate (log gamma is quadratic)")
+    quad = [_project(b, lambda y: -0.5 * y * y) for b in bases]
+    ones = [_basis.constant_coefficients(b) for b in bases]
+    quad[0] = quad[0] - 0.5 * d * _LOG_2PI * ones[0]
+    if d == 1:
+        cores = [quad[0][None, :, None]]
+    else:  # [q_1, 1] [[1, 0], [q_k, 1]] ... [1; q_d]
+        cores = [np.stack([quad[0], ones[0]], axis=1)[None]]
+        for k in range(1, d - 1):
+            c = np.zeros((2, bases[k].n, 2))
+            c[0, :, 0] = ones[k]
+            c[1, :, 0] = quad[k]
+            c[1, :, 1] = ones[k]
+            cores.append(c)
+        cores.append(np.stack([ones[-1], quad[-1]], axis=0)[:, :, None])
+    V = (W + W._like(cores)).round(tol=1e-12)
+    domain = np.array([[loc[k] + scale[k] * b.p0, loc[k] + scale[k] * b.p1] if b.bounded else [np.nan, np.nan]
+                       for k, b in enumerate(bases)])
+    h_loc = [loc[k] + scale[k] * b.p0 if not b.bounded else 0.0 for k, b in enumerate(bases)]
+    h_scale = [scale[k] * b.p1 if not b.bounded else 1.0 for k, b in enumerate(bases)]
+    return FunctionalTT.from_cores(V.cores_, [b.kind for b in bases], [b.n - 1 for b in bases],
+                                   domain=domain if any(b.bounded for b in bases) else None, loc=h_loc,
+                                   scale=h_scale, extrapolate=W.extrapolate, workers=W.workers)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # public entry point
 
@@ -439,8 +524,10 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
     Returns
     -------
     Result
-        ``times`` (N+1,), ``W`` (list of FunctionalTT; ``None`` entries for ``'hermite'``, which has
-        ``phi``, a :class:`HermiteOUSolution`), ``log_Z_value`` and ``log_Z_value_stderr`` (the value
+        ``times`` (N+1,), ``W`` (list of FunctionalTT in preconditioned coordinates; ``None`` entries
+        for ``'hermite'``, which has ``phi``, a :class:`HermiteOUSolution`), ``V`` (the same steps as
+        FunctionalTTs in the original coordinates, ``V_n(x) = W_n(y) + log gamma(y)``: ``V_N`` is
+        ``log rho`` on the box, see :func:`value_function`; ``None`` for ``degree < 2``), ``log_Z_value`` and ``log_Z_value_stderr`` (the value
         estimator ``log E exp W_0(xi)`` plus ``sum log scale``: O(dt)-biased, a diagnostic), ``loc``,
         ``scale``, ``box``, ``tau_min`` (Hermite), ``ess`` (of the refinement paths, when refined),
         ``diagnostics`` (per step: ranks, Newton iterations, regression RMSE, time; the terminal
@@ -517,7 +604,7 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
 
         sol = hermite_solution(target, degree=hermite_degree, loc=loc, scale=scale, hermite_tol=hermite_tol,
                                times=times, T=float(times[-1]))
-        return Result(times=times, W=[None] * len(times), phi=sol, log_Z_value=float(sol.log_Z),
+        return Result(times=times, W=[None] * len(times), V=[None] * len(times), phi=sol, log_Z_value=float(sol.log_Z),
                       log_Z_value_stderr=0.0, loc=np.asarray(sol.loc), scale=np.asarray(sol.scale), box=None,
                       tau_min=float(sol.tau_min(criterion="coordinate")), ess=None, diagnostics=[], method="hermite",
                       wall_time=time.perf_counter() - start)
@@ -571,7 +658,9 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
     stopped = W[0] is None
     lz, lz_se = (math.nan, math.nan) if stopped else _value_log_Z(W[0], d, rng)
     shift = float(np.sum(np.log(scale_a)))
-    return Result(times=times, W=W, phi=None, log_Z_value=lz + shift, log_Z_value_stderr=lz_se, loc=loc_a,
+    # V needs the quadratic log gamma in the basis (degree >= 2)
+    V = [None if w is None or degree < 2 else value_function(w, loc_a, scale_a) for w in W]
+    return Result(times=times, W=W, V=V, phi=None, log_Z_value=lz + shift, log_Z_value_stderr=lz_se, loc=loc_a,
                   scale=scale_a, box=best["box"], tau_min=None, ess=best["ess"], diagnostics=best["diagnostics"],
                   rounds=[{"round": i["round"], "ess": i["ess"]} for i in rounds], method="bsde", stopped=stopped,
                   wall_time=time.perf_counter() - start)

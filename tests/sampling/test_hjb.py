@@ -7,7 +7,8 @@ import pytest
 from scipy.special import logsumexp
 
 from numtk._lib import NumtkWarning
-from numtk.sampling import ScoreBasedSampler, as_target, double_well, gaussian, solve_hjb, time_grid
+from numtk.sampling import (ScoreBasedSampler, as_target, double_well, gaussian, solve_hjb, time_grid,
+                            value_function)
 
 LOG2PI = math.log(2 * math.pi)
 
@@ -221,6 +222,39 @@ def test_progress_callback_and_diagnostics():
     assert sol.diagnostics[-1]["terminal_residual"] < 1e-2
     assert sol.method == "bsde" and len(sol.W) == 11
     assert sol.stopped and sol.W[0] is None and math.isnan(sol.log_Z_value)
+
+
+@pytest.mark.parametrize("basis", ["bspline", "legendre", "hermite"])
+def test_value_functions_in_original_coordinates(basis):
+    # V_n(x) = W_n(y) + log gamma(y), x = loc + scale * y: the exact identity inside the box; V_N is log rho
+    target = gaussian(mean=[0.5, -1.0], cov=[[0.6, 0.2], [0.2, 1.4]])
+    loc, scale = np.array([0.4, -0.8]), np.array([0.8, 1.2])
+    sol = solve_hjb(target, n_steps=10, degree=12, refine=0, rng=0, loc=loc, scale=scale, basis=basis,
+                    design_samples=target.sample(3000, rng=1))
+    rng = np.random.default_rng(4)
+    Y = rng.uniform(-2.0, 2.0, (500, 2))
+    X = loc + scale * Y
+    assert len(sol.V) == len(sol.W) == 11
+    for n in (0, 5, 10):
+        want = sol.W[n].predict(Y) - 0.5 * np.sum(Y * Y, axis=1) - LOG2PI
+        np.testing.assert_allclose(sol.V[n].predict(X), want, rtol=0, atol=1e-9 * (1 + np.abs(want).max()))
+    S = target.sample(2000, rng=2)
+    assert np.sqrt(np.mean((sol.V[-1].predict(S) - target.log_density(S)) ** 2)) < 0.05
+    again = value_function(sol.W[3], sol.loc, sol.scale)
+    np.testing.assert_array_equal(again.predict(X), sol.V[3].predict(X))
+    with pytest.raises(ValueError, match="scale"):
+        value_function(sol.W[0], loc, -scale)
+    with pytest.raises(TypeError, match="FunctionalTT"):
+        value_function(np.zeros(3))
+
+
+def test_value_function_needs_quadratics():
+    with pytest.warns(NumtkWarning, match="terminal"):  # a line cannot fit a Gaussian's log-density
+        sol = solve_hjb(gaussian(mean=[0.0], cov=[[1.0]]), n_steps=4, degree=1, basis="legendre", refine=0,
+                        rng=0)
+    assert sol.V == [None] * 5
+    with pytest.raises(ValueError, match="degree >= 2"):
+        value_function(sol.W[0])
 
 
 def test_workers_threads_and_map():
