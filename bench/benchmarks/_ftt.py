@@ -129,7 +129,10 @@ def compare(out=print, repeat=5, quick=False):
     t_r, (vr, gr, lr) = _median(lambda: numpy_evaluate(X, cores), max(1, repeat // 2))
     err = max(np.max(np.abs(v - vr)) / np.max(np.abs(vr)), np.max(np.abs(g - gr)) / np.max(np.abs(gr)),
               np.max(np.abs(lap - lr)) / np.max(np.abs(lr)))
-    out(f"-- evaluate, M = {M}, d = {d}, n = {n}, r = {r} (the reference's BLAS uses every core)")
+    from numtk.ftt import _ftt_ext
+
+    isa = "AVX2 + FMA" if _ftt_ext.cpu_has_avx2_fma() else "baseline"
+    out(f"-- evaluate, M = {M}, d = {d}, n = {n}, r = {r} (the reference's BLAS uses every core; numtk kernel: {isa})")
     out(f"   {'numtk (1 thread)':<22} {t_n * 1e3:10.1f} ms  ratio {t_r / t_n:6.1f}x")
     out(f"   {'numtk (workers=-1)':<22} {t_all * 1e3:10.1f} ms  ratio {t_r / t_all:6.1f}x (target >= 5x)")
     out(f"   {'numpy-einsum':<22} {t_r * 1e3:10.1f} ms  max rel. diff {err:.1e}")

@@ -67,11 +67,62 @@ py::array basis(py::array x, int kind, int n, double p0, double p1, int extrap, 
     throw py::type_error("`x` must be float32 or float64");
 }
 
+// The evaluation kernel compiled a second time for AVX2 + FMA (x86-64 with GCC), chosen at run time when the CPU
+// has both; the wheels' baseline build is SSE2. `flatten` inlines every inline callee into this variant, so no
+// AVX2 code is emitted under a symbol the baseline path could call.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+template <class T>
+__attribute__((target("avx2,fma"), flatten)) void evaluate_blocks_avx2(const ft::TrainView<T>& tt, std::size_t M,
+                                                                       const T* X, std::ptrdiff_t sx0,
+                                                                       std::ptrdiff_t sx1, T* f, T* grad, T* lap,
+                                                                       std::size_t blo, std::size_t bhi) {
+    ft::evaluate_blocks<T>(tt, M, X, sx0, sx1, f, grad, lap, blo, bhi);
+}
+
+bool cpu_has_avx2_fma() {
+    static const bool yes = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }();
+    return yes;
+}
+
+template <class T>
+ft::EvaluateBlocks<T> fastest_blocks() {
+    return cpu_has_avx2_fma() ? &evaluate_blocks_avx2<T> : &ft::evaluate_blocks<T>;
+}
+
+__attribute__((target("avx2,fma"), flatten)) void assemble_sparse_avx2(
+    std::size_t m0, std::size_t m1, std::size_t ra, std::size_t n, std::size_t rb, const double* L, const double* DL,
+    const double* Phi, const double* DPhi, const double* R, const double* DR, const double* w, const double* y,
+    double* G, double* b, double* val, std::size_t* idx) {
+    ft::assemble_sparse<double>(m0, m1, ra, n, rb, L, DL, Phi, DPhi, R, DR, w, y, G, b, val, idx);
+}
+
+using AssembleSparse = void (*)(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, const double*,
+                                const double*, const double*, const double*, const double*, const double*,
+                                const double*, const double*, double*, double*, double*, std::size_t*);
+
+AssembleSparse fastest_assemble_sparse() {
+    return cpu_has_avx2_fma() ? &assemble_sparse_avx2 : &ft::assemble_sparse<double>;
+}
+#else
+bool cpu_has_avx2_fma() { return false; }
+
+template <class T>
+ft::EvaluateBlocks<T> fastest_blocks() {
+    return &ft::evaluate_blocks<T>;
+}
+
+auto fastest_assemble_sparse() { return &ft::assemble_sparse<double>; }
+#endif
+
 template <class T>
 py::tuple evaluate_impl(py::array X, const std::vector<int>& kinds, const std::vector<int>& ns,
                         const std::vector<double>& p0, const std::vector<double>& p1, int extrap, py::list cores,
-                        bool want_grad, bool want_lap, int threads) {
+                        bool want_grad, bool want_lap, int threads, int isa) {
     need(X.ndim() == 2, "`X` must be 2-D");
+    need(isa == 0 || isa == 1, "`isa` must be 0 (baseline) or 1 (fastest available)");
     const auto M = static_cast<std::size_t>(X.shape(0));
     const int d = static_cast<int>(X.shape(1));
     need(d >= 1, "`X` must have at least one column");
@@ -129,18 +180,18 @@ py::tuple evaluate_impl(py::array X, const std::vector<int>& kinds, const std::v
     T* pf = f.mutable_data();
     {
         py::gil_scoped_release release;
-        ft::evaluate(tt, M, px, s0, s1, pf, pg, pl, threads);
+        ft::evaluate(tt, M, px, s0, s1, pf, pg, pl, threads, isa == 1 ? fastest_blocks<T>() : &ft::evaluate_blocks<T>);
     }
     return py::make_tuple(f, grad, lap);
 }
 
 py::tuple evaluate(py::array X, const std::vector<int>& kinds, const std::vector<int>& ns, const std::vector<double>& p0,
                    const std::vector<double>& p1, int extrap, py::list cores, bool want_grad, bool want_lap,
-                   int threads) {
+                   int threads, int isa) {
     if (py::isinstance<py::array_t<float>>(X))
-        return evaluate_impl<float>(X, kinds, ns, p0, p1, extrap, cores, want_grad, want_lap, threads);
+        return evaluate_impl<float>(X, kinds, ns, p0, p1, extrap, cores, want_grad, want_lap, threads, isa);
     if (py::isinstance<py::array_t<double>>(X))
-        return evaluate_impl<double>(X, kinds, ns, p0, p1, extrap, cores, want_grad, want_lap, threads);
+        return evaluate_impl<double>(X, kinds, ns, p0, p1, extrap, cores, want_grad, want_lap, threads, isa);
     throw py::type_error("`X` must be float32 or float64");
 }
 
@@ -266,6 +317,7 @@ void assemble_sparse(darray L, std::optional<darray> DL, darray Phi, std::option
         const std::size_t rows = std::size_t(m1 - m0);
         const int t_used = int(std::min<std::size_t>(std::size_t(threads), std::max<std::size_t>(1, rows / 512)));
         std::vector<std::vector<double>> Gs(std::size_t(t_used > 1 ? t_used - 1 : 0)), bs(Gs.size());
+        const auto kernel = fastest_assemble_sparse();
         numtk::parallel_for_chunks(rows, t_used, [&](int t, std::size_t lo, std::size_t hi) {
             double* g = pg;
             double* bb = pb;
@@ -277,8 +329,8 @@ void assemble_sparse(darray L, std::optional<darray> DL, darray Phi, std::option
             }
             std::vector<double> val(P);
             std::vector<std::size_t> idx(P);
-            ft::assemble_sparse(std::size_t(m0) + lo, std::size_t(m0) + hi, ra, n, rb, pl, pdl, pp, pdp, pr, pdr, pw,
-                                py_, g, bb, val.data(), idx.data());
+            kernel(std::size_t(m0) + lo, std::size_t(m0) + hi, ra, n, rb, pl, pdl, pp, pdp, pr, pdr, pw, py_, g, bb,
+                   val.data(), idx.data());
         });
         for (std::size_t t = 0; t < Gs.size(); ++t) {
             for (std::size_t i = 0; i < P; ++i) {  // upper triangle only
@@ -300,7 +352,10 @@ PYBIND11_MODULE(_ftt_ext, m) {
           "Basis values (and derivatives up to `order`) at x: array (order + 1, len(x), n).");
     m.def("evaluate", &evaluate, py::arg("X"), py::arg("kinds"), py::arg("ns"), py::arg("p0"), py::arg("p1"),
           py::arg("extrapolate"), py::arg("cores"), py::arg("gradient"), py::arg("laplacian"), py::arg("threads") = 1,
-          "Values, gradient and Laplacian of an FTT at the rows of X: (f, grad or None, lap or None).");
+          py::arg("isa") = 1,
+          "Values, gradient and Laplacian of an FTT at the rows of X: (f, grad or None, lap or None). isa = 1 uses "
+          "the AVX2 + FMA compilation of the kernel where the CPU has it, 0 the baseline one.");
+    m.def("cpu_has_avx2_fma", &cpu_has_avx2_fma, "Whether evaluate(isa=1) runs the AVX2 + FMA kernel here.");
     m.def("interface_left", &interface_left, py::arg("L"), py::arg("Phi"), py::arg("C"), py::arg("threads") = 1);
     m.def("interface_right", &interface_right, py::arg("R"), py::arg("Phi"), py::arg("C"), py::arg("threads") = 1);
     m.def("site_values", &site_values, py::arg("L"), py::arg("Phi"), py::arg("R"), py::arg("C"));

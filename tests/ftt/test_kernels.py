@@ -119,6 +119,28 @@ def test_evaluate_threads_and_mixed_blocks():
             f.set_params(workers=bad).predict(X)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_evaluate_isa_variants_agree(dtype):
+    # the AVX2 + FMA compilation of the kernel (used where the CPU has it) against the baseline one and the
+    # NumPy reference; on a CPU without AVX2 both calls run the baseline kernel
+    rng = np.random.default_rng(8)
+    f, cores, spec = _random_tt(rng, 5, kinds=["legendre", "bspline", "hermite", "legendre", "bspline"], nmax=12)
+    X = rng.uniform(-1.6, 2.0, (301, 5))
+    fr, gr, lr = ref.evaluate(X, cores, spec)
+    bs = f._bases
+    args = ([_basis.KINDS[b.kind] for b in bs], [b.n for b in bs], [b.p0 for b in bs], [b.p1 for b in bs], 0,
+            list(f.cores_), True, True)
+    tol = 1e-11 if dtype == np.float64 else 2e-3
+    for isa in (0, 1):
+        v, g, lap = _ftt_ext.evaluate(X.astype(dtype), *args, 2, isa)
+        assert v.dtype == dtype
+        for got, want in ((v, fr), (g, gr), (lap, lr)):
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * (1 + np.abs(want).max()))
+    assert isinstance(_ftt_ext.cpu_has_avx2_fma(), bool)
+    with pytest.raises(ValueError, match="isa"):
+        _ftt_ext.evaluate(X, *args, 1, 2)
+
+
 @pytest.mark.parametrize("order", ["F", "strided"])
 def test_evaluate_non_contiguous_and_float32(order):
     rng = np.random.default_rng(7)

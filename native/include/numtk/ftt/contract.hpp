@@ -27,10 +27,11 @@ struct TrainView {
 constexpr std::size_t kBlock = 32;
 constexpr std::size_t kChunk = 8;  // points per register accumulator (kBlock is a multiple)
 
-// f (M), grad (M, d) row-major and lap (M) at the points X[m * sx0 + k * sx1]; grad/lap may be null.
+// The blocks [blo, bhi) of kBlock points of evaluate(): f (M), grad (M, d) row-major and lap (M) at the points
+// X[m * sx0 + k * sx1]; grad/lap may be null.
 template <class T>
-void evaluate(const TrainView<T>& tt, std::size_t M, const T* X, std::ptrdiff_t sx0, std::ptrdiff_t sx1, T* f,
-              T* grad, T* lap, int threads = 1) {
+void evaluate_blocks(const TrainView<T>& tt, std::size_t M, const T* X, std::ptrdiff_t sx0, std::ptrdiff_t sx1, T* f,
+                     T* grad, T* lap, std::size_t blo, std::size_t bhi) {
     const int d = tt.d;
     const bool deriv = grad != nullptr || lap != nullptr;
     int nmax = 1, rmax = 1;
@@ -41,10 +42,8 @@ void evaluate(const TrainView<T>& tt, std::size_t M, const T* X, std::ptrdiff_t 
         rsize += std::size_t(tt.ranks[k]);
     }
     for (int k = 0; k <= d; ++k) rmax = std::max(rmax, tt.ranks[k]);
-    const std::size_t nblocks = (M + kBlock - 1) / kBlock;
     const std::size_t B = kBlock;
-
-    parallel_for_chunks(nblocks, threads, [&](int, std::size_t blo, std::size_t bhi) {
+    {
         // per-thread work space
         std::vector<T> G(deriv ? gsize * B : std::size_t(rmax) * rmax * B);  // G_k blocks (all k if deriv)
         std::vector<T> R((rsize + 1) * B);                                    // suffixes R_k, k = 0..d
@@ -170,6 +169,21 @@ void evaluate(const TrainView<T>& tt, std::size_t M, const T* X, std::ptrdiff_t 
             if (lap)
                 for (std::size_t b = 0; b < nb; ++b) lap[m0 + b] = acc[b];
         }
+    }
+}
+
+template <class T>
+using EvaluateBlocks = void (*)(const TrainView<T>&, std::size_t, const T*, std::ptrdiff_t, std::ptrdiff_t, T*, T*,
+                                T*, std::size_t, std::size_t);
+
+// f (M), grad (M, d) row-major and lap (M) at the points X[m * sx0 + k * sx1]; grad/lap may be null. The blocks
+// of points are split over `threads`; `blocks` may be another compilation of evaluate_blocks (an ISA variant).
+template <class T>
+void evaluate(const TrainView<T>& tt, std::size_t M, const T* X, std::ptrdiff_t sx0, std::ptrdiff_t sx1, T* f,
+              T* grad, T* lap, int threads = 1, EvaluateBlocks<T> blocks = &evaluate_blocks<T>) {
+    const std::size_t nblocks = (M + kBlock - 1) / kBlock;
+    parallel_for_chunks(nblocks, threads, [&](int, std::size_t blo, std::size_t bhi) {
+        blocks(tt, M, X, sx0, sx1, f, grad, lap, blo, bhi);
     });
 }
 
