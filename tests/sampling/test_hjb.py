@@ -289,6 +289,8 @@ def test_validation():
         solve_hjb(target, time_grid=[0.0, 0.5, 0.4])
     with pytest.raises(ValueError, match="design_mix"):
         solve_hjb(target, design_mix=(0.5, 0.5, 0.5))
+    with pytest.raises(ValueError, match="terminal_sweeps"):
+        solve_hjb(target, terminal_sweeps=0)
     with pytest.raises(ValueError, match="design_samples"):
         solve_hjb(target, design_samples=np.zeros((10, 2)))
     with pytest.raises(ValueError, match="scale"):
