@@ -26,6 +26,8 @@ RCOND_QR = 1e-11
 # (8, 8, 8) for a smaller residual (0.052 -> 0.007) that did not change the sampler's ESS (0.97) but
 # made every BSDE step 10x slower.
 ENRICH_BELOW = 0.05
+# largest core size (unknowns) assembled by the sparse kernel (its P x P accumulator: 32 MB at 2048)
+SPARSE_MAX_P = 2048
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -201,8 +203,9 @@ def sparse_rows(Phi: np.ndarray, ra: int = 1, rb: int = 1, directional: bool = T
     kernel costs ``(ra * nnz * rb)**2 / 2`` scalar operations per row; the Kronecker assembly of
     :func:`normal_equations` costs about ``pairs(ra) * pairs(rb) * pairs(n)`` at BLAS speed (measured at
     M = 2e4: equal for n = 12, r = 4; the sparse kernel 65x faster for n = 32, r = 2 and 2.6x slower for
-    n = 32, r = 8, where G no longer fits in cache). The directional rows have no Kronecker shortcut and
-    always prefer the sparse kernel when the rows are sparse.
+    n = 32, r = 8, where G no longer fits in cache; a GMM-40 terminal fit, n = 128 and ranks (1, 16, 1),
+    took 14.5 s instead of 76 s with it). The directional rows have no Kronecker shortcut and always prefer
+    the sparse kernel when the rows are sparse.
     """
     n = Phi.shape[1]
     if n < 8 or len(Phi) == 0:
@@ -213,7 +216,11 @@ def sparse_rows(Phi: np.ndarray, ra: int = 1, rb: int = 1, directional: bool = T
     if directional:
         return True
     pairs = lambda r: r * (r + 1) // 2  # noqa: E731
-    return 4 * (ra * nnz * rb) ** 2 < pairs(ra) * pairs(rb) * pairs(n) and ra * n * rb <= 1024
+    P = ra * n * rb
+    # beyond P = 1024 the accumulator leaves the cache: the scattered updates cost about 8x more
+    # (n = 32, r = 8: predicted 2.6x faster than the Kronecker assembly, measured 2.6x slower)
+    cost = 4 * (ra * nnz * rb) ** 2 * (8 if P > 1024 else 1)
+    return cost < pairs(ra) * pairs(rb) * pairs(n) and P <= SPARSE_MAX_P
 
 
 def _normal_equations_sparse(L, DL, Phi, DPhi, R, DR, w, y, n_train, penalty, threads=1):

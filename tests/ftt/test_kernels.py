@@ -295,6 +295,10 @@ def test_sparse_assembly_rejects_bad_input():
     spl = np.zeros((5, 32))
     spl[:, 3:7] = 1.0
     assert sparse_rows(spl, 2, 2, directional=False) and not sparse_rows(spl, 8, 8, directional=False)
+    wide = np.zeros((5, 128))
+    wide[:, 10:14] = 1.0
+    # a GMM-40 terminal core (1, 128, 16): 2048 unknowns, sparse; far larger cores stay on BLAS
+    assert sparse_rows(wide, 1, 16, directional=False) and not sparse_rows(wide, 16, 16, directional=False)
 
 
 def test_bindings_reject_bad_shapes():
