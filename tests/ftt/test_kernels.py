@@ -281,6 +281,18 @@ def test_fit_with_workers_matches_serial():
         FunctionalTT(workers=0).fit(X, y)
 
 
+@pytest.mark.parametrize("shape", [(1, 5, 1), (2, 4, 3), (3, 6, 2)])
+def test_penalty_matrix_is_the_kronecker_form(shape):
+    from numtk.ftt._als import penalty_matrix
+
+    ra, n, rb = shape
+    P2 = np.random.default_rng(n).normal(size=(n, n))
+    P2 = P2 + P2.T
+    want = 0.3 * np.eye(ra * n * rb) + 0.7 * np.kron(np.kron(np.eye(ra), P2), np.eye(rb))
+    np.testing.assert_array_equal(penalty_matrix(ra, n, rb, 0.3, 0.7, P2), want)
+    np.testing.assert_array_equal(penalty_matrix(ra, n, rb, 0.3, 0.0, P2), 0.3 * np.eye(ra * n * rb))
+
+
 def test_sparse_assembly_rejects_bad_input():
     z = np.zeros((3, 1))
     G, b = np.zeros((8, 8)), np.zeros(8)
