@@ -207,11 +207,13 @@ Site check_site(const darray& L, const darray& Phi, const darray* R, const darra
     return {std::size_t(L.shape(0)), std::size_t(C.shape(0)), std::size_t(C.shape(1)), std::size_t(C.shape(2))};
 }
 
-// Rows [0, M) in `threads` contiguous slices (at least 2048 rows each); f(lo, hi).
+// Rows [0, M) in at most `threads` contiguous slices of at least `min_rows` rows; f(slice, lo, hi). Returns the
+// number of slices.
 template <class F>
-void over_rows(std::size_t M, int threads, F&& f) {
-    const int t = int(std::min<std::size_t>(std::size_t(std::max(threads, 1)), std::max<std::size_t>(1, M / 2048)));
-    numtk::parallel_for_chunks(M, t, [&](int, std::size_t lo, std::size_t hi) { f(lo, hi); });
+int over_rows(std::size_t M, int threads, std::size_t min_rows, F&& f) {
+    const int t = int(std::min<std::size_t>(std::size_t(std::max(threads, 1)), std::max<std::size_t>(1, M / min_rows)));
+    numtk::parallel_for_chunks(M, t, f);
+    return t;
 }
 
 py::array interface_left(darray L, darray Phi, darray C, int threads) {
@@ -222,7 +224,7 @@ py::array interface_left(darray L, darray Phi, darray C, int threads) {
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        over_rows(s.M, threads, [&](std::size_t lo, std::size_t hi) {
+        over_rows(s.M, threads, 2048, [&](int, std::size_t lo, std::size_t hi) {
             ft::interface_left(hi - lo, s.ra, s.n, s.rb, pl + lo * s.ra, pp + lo * s.n, pc, po + lo * s.rb);
         });
     }
@@ -241,7 +243,7 @@ py::array interface_right(darray R, darray Phi, darray C, int threads) {
     double* po = out.mutable_data();
     {
         py::gil_scoped_release release;
-        over_rows(M, threads, [&](std::size_t lo, std::size_t hi) {
+        over_rows(M, threads, 2048, [&](int, std::size_t lo, std::size_t hi) {
             ft::interface_right(hi - lo, ra, n, rb, pr + lo * rb, pp + lo * n, pc, po + lo * ra);
         });
     }
@@ -314,11 +316,9 @@ void assemble_sparse(darray L, std::optional<darray> DL, darray Phi, std::option
         py::gil_scoped_release release;
         // rows split over the threads; thread 0 accumulates into G and b, the others into their own copies
         // (added at the end). At most one extra copy of G per 512 rows, so small problems stay serial.
-        const std::size_t rows = std::size_t(m1 - m0);
-        const int t_used = int(std::min<std::size_t>(std::size_t(threads), std::max<std::size_t>(1, rows / 512)));
-        std::vector<std::vector<double>> Gs(std::size_t(t_used > 1 ? t_used - 1 : 0)), bs(Gs.size());
+        std::vector<std::vector<double>> Gs(std::size_t(std::max(threads, 1) - 1)), bs(Gs.size());
         const auto kernel = fastest_assemble_sparse();
-        numtk::parallel_for_chunks(rows, t_used, [&](int t, std::size_t lo, std::size_t hi) {
+        over_rows(std::size_t(m1 - m0), threads, 512, [&](int t, std::size_t lo, std::size_t hi) {
             double* g = pg;
             double* bb = pb;
             if (t > 0) {
@@ -333,6 +333,7 @@ void assemble_sparse(darray L, std::optional<darray> DL, darray Phi, std::option
                    val.data(), idx.data());
         });
         for (std::size_t t = 0; t < Gs.size(); ++t) {
+            if (Gs[t].empty()) continue;  // a slice that was not used
             for (std::size_t i = 0; i < P; ++i) {  // upper triangle only
                 const double* src = Gs[t].data() + i * P;
                 double* dst = pg + i * P;
