@@ -8,6 +8,10 @@ Contestants on the identical random functional tensor train (orthonormal Legendr
 - ``numpy-einsum``: the dense NumPy reference (Legendre recurrences vectorised over the points, the
   ``G_k = Phi_k C_k`` products as BLAS GEMMs, prefix/suffix products and contractions by einsum).
 
+Cross interpolation (``CROSS_CASE``): :func:`numtk.ftt.tt_cross` against ``teneva.cross`` (maxvol cross on
+the same Chebyshev-Lobatto grid) for a ridge function plus a product (TT rank <= 3): time, number of
+function evaluations, ranks and the error on random grid points.
+
 Spec targets (sampling.md §7): evaluation at M = 1e5, d = 32, n = 16, r = 4 at least 5x faster than the
 reference; one ALS sweep at M = 2e4, d = 32, n = 12, r <= 4 within 2 s.
 """
@@ -20,6 +24,32 @@ import numpy as np
 #: (M, d, n, r) of the evaluation comparison; (M, d, n, r) of the ALS sweep.
 EVAL_CASE = (100_000, 32, 16, 4)
 ALS_CASE = (20_000, 32, 12, 4)
+#: (d, n) of the cross comparison.
+CROSS_CASE = (10, 16)
+
+
+def cross_function(X):
+    """A ridge function (rank 2) plus a product (rank 1): TT rank <= 3 at every bond."""
+    return np.sin(X @ np.linspace(1.0, 0.4, X.shape[1])) + 0.3 * np.prod(1 + 0.2 * X, axis=1)
+
+
+def numtk_cross(d, n):
+    from numtk.ftt import tt_cross
+
+    return tt_cross(cross_function, d, degree=n - 1, domain=[[-1.0, 1.0]] * d, tol=1e-10, rng=0)
+
+
+def teneva_cross(d, n):
+    import teneva
+
+    from numtk.ftt import interpolation_nodes
+    from numtk.ftt._basis import Basis1D
+
+    nodes = interpolation_nodes(Basis1D("legendre", n, -1.0, 1.0))
+    info = {}
+    Y = teneva.cross(lambda I: cross_function(nodes[I]), teneva.rand([n] * d, 1, seed=0), m=200_000, e=1e-10,
+                     nswp=20, dr_max=2, info=info)
+    return Y, info, nodes
 
 
 def make_tt(d, n, r, seed=20261130):
@@ -151,7 +181,30 @@ def compare(out=print, repeat=5, quick=False):
             out(f"   {label:<32} {t:6.2f} s  val. RMSE {model.history_[-1]['val_rmse']:.2e}"
                 + ("   (one sweep incl. basis set-up; target <= 2 s)" if (basis, workers) == ("legendre", 1) else ""))
     t_a, t_b = rows["legendre", 1], rows["bspline", 1]
-    return {"evaluate_numtk_s": t_n, "evaluate_numtk_all_cores_s": t_all, "evaluate_numpy_s": t_r,
+    d, n = CROSS_CASE
+    out(f"-- cross interpolation, d = {d}, n = {n}: sin(a . x) + 0.3 prod(1 + 0.2 x) (TT rank <= 3)")
+    It = np.random.default_rng(3).integers(0, n, (2000, d))
+    t_c, tt = _median(lambda: numtk_cross(d, n), repeat)
+    from numtk.ftt import interpolation_nodes
+    from numtk.ftt._basis import Basis1D
+
+    grid = interpolation_nodes(Basis1D("legendre", n, -1.0, 1.0))
+    exact = cross_function(grid[It])
+    err_c = float(np.linalg.norm(tt.predict(grid[It]) - exact) / np.linalg.norm(exact))
+    out(f"   {'numtk tt_cross':<22} {t_c * 1e3:10.1f} ms  {tt.history_[-1]['n_evals']:>7} evaluations  "
+        f"max rank {max(tt.ranks_)}  rel. error {err_c:.1e}")
+    cross = {"cross_numtk_s": t_c, "cross_numtk_evals": tt.history_[-1]["n_evals"], "cross_numtk_error": err_c}
+    try:
+        import teneva
+    except ImportError:
+        out("   teneva not installed: no comparison")
+    else:
+        t_t, (Y, info, _) = _median(lambda: teneva_cross(d, n), max(1, repeat // 2))
+        err_t = float(np.linalg.norm(teneva.get_many(Y, It) - exact) / np.linalg.norm(exact))
+        out(f"   {'teneva.cross':<22} {t_t * 1e3:10.1f} ms  {info['m']:>7} evaluations  "
+            f"max rank {max(teneva.ranks(Y))}  rel. error {err_t:.1e}  (time ratio {t_t / t_c:.1f}x)")
+        cross.update(cross_teneva_s=t_t, cross_teneva_evals=info["m"], cross_teneva_error=err_t)
+    return {**cross, "evaluate_numtk_s": t_n, "evaluate_numtk_all_cores_s": t_all, "evaluate_numpy_s": t_r,
             "evaluate_ratio": t_r / t_n, "evaluate_ratio_all_cores": t_r / t_all, "als_sweep_s": t_a,
             "als_sweep_bspline_s": t_b, "als_sweep_all_cores_s": rows["legendre", -1],
             "als_sweep_bspline_all_cores_s": rows["bspline", -1], "max_rel_diff": err}

@@ -1,8 +1,9 @@
-"""asv benchmarks of numtk.ftt: FTT evaluation against the NumPy einsum reference, and ALS sweeps."""
+"""asv benchmarks of numtk.ftt: FTT evaluation against the NumPy einsum reference, ALS sweeps, cross."""
 
 import numpy as np
 
-from benchmarks._ftt import als_problem, make_tt, numpy_evaluate, numtk_als_sweep, numtk_evaluate, numtk_tt
+from benchmarks._ftt import (CROSS_CASE, als_problem, make_tt, numpy_evaluate, numtk_als_sweep, numtk_cross, numtk_evaluate,
+                             numtk_tt, teneva_cross)
 
 
 class Evaluate:
@@ -51,3 +52,21 @@ class ALSSweep:
 
     def track_val_rmse(self, M, d, r, basis):
         return numtk_als_sweep(self.X, self.y, 12, r, basis).history_[-1]["val_rmse"]
+
+
+class Cross:
+    """Cross interpolation of a rank-3 function on a 16^10 grid: numtk.ftt.tt_cross against teneva.cross."""
+
+    timeout = 300
+
+    def time_numtk(self):
+        numtk_cross(*CROSS_CASE)
+
+    def time_teneva(self):
+        teneva_cross(*CROSS_CASE)
+
+    def track_numtk_evaluations(self):
+        return numtk_cross(*CROSS_CASE).history_[-1]["n_evals"]
+
+    def track_teneva_evaluations(self):
+        return teneva_cross(*CROSS_CASE)[1]["m"]

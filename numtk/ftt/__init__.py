@@ -19,8 +19,18 @@ Estimator
    :toctree: generated/
 
    FunctionalTT -- low-rank regression, derivatives, integrals and rounding in the FTT format.
+
+Cross interpolation
+-------------------
+
+.. autosummary::
+   :toctree: generated/
+
+   tt_cross -- a FunctionalTT from function evaluations on a node grid (maxvol cross).
+   interpolation_nodes -- the nodes a univariate basis interpolates at.
 """
 
+from numtk.ftt._cross import interpolation_nodes, tt_cross
 from numtk.ftt._functional_tt import FunctionalTT
 
-__all__ = ["FunctionalTT"]
+__all__ = ["FunctionalTT", "interpolation_nodes", "tt_cross"]

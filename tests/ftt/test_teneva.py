@@ -51,3 +51,22 @@ def test_noisy_grid_fit_is_as_accurate_as_teneva():
     err_numtk = np.sqrt(np.mean((p_numtk - yt) ** 2))
     assert err_teneva < 0.02  # below the noise: both denoise
     assert err_numtk < 1.15 * err_teneva
+
+
+def test_cross_agrees_with_teneva_cross_on_the_node_grid():
+    # numtk's tt_cross samples Legendre bases at Chebyshev-Lobatto points; teneva's cross gets the same grid
+    from numtk.ftt import interpolation_nodes, tt_cross
+    from numtk.ftt._basis import Basis1D
+
+    n = 12
+    nodes = interpolation_nodes(Basis1D("legendre", n, -1.0, 1.0))
+    ours = tt_cross(_f, D, degree=n - 1, domain=[[-1.0, 1.0]] * D, rng=0, tol=1e-12)
+    Y = teneva.cross(lambda I: _f(nodes[I]), teneva.rand([n] * D, 1, seed=0), m=50_000, e=1e-12, nswp=10,
+                     dr_max=2)
+    It = np.random.default_rng(7).integers(0, n, (500, D))
+    exact = _f(nodes[It])
+    norm = np.linalg.norm(exact)
+    assert np.linalg.norm(ours.predict(nodes[It]) - exact) / norm < 1e-10
+    assert np.linalg.norm(teneva.get_many(Y, It) - exact) / norm < 1e-8
+    assert max(ours.ranks_) <= R  # the function has rank <= 3 at every bond
+    assert ours.history_[-1]["n_evals"] < 20_000
