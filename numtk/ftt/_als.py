@@ -10,6 +10,7 @@ full design matrix is never formed.
 
 from __future__ import annotations
 
+import contextlib
 from functools import lru_cache
 
 import numpy as np
@@ -239,11 +240,25 @@ def _from_upper(G, b, w, n_train, penalty):
     """The normal equations from the accumulated upper triangle (the strict lower triangle is zero): symmetrise
     in place, divide by sum(w), add the penalty."""
     wsum = float(np.sum(w[:n_train]))
-    G += G.T  # numpy buffers the overlapping transpose
-    G.flat[::G.shape[0] + 1] *= 0.5
+    _mirror_upper(G)
     G /= wsum
     G += penalty
     return G, b / wsum
+
+
+def _mirror_upper(G: np.ndarray, block: int = 64) -> None:
+    """Copy the strict upper triangle of the square ``G`` into its (zero) lower triangle, in place.
+
+    Block by block: ``G += G.T`` reads the transpose with a stride of a whole row per element and took
+    0.07 s for P = 2048 (20 s of a GMM-40 round); 64 x 64 tiles fit in cache (0.026 s)."""
+    n = G.shape[0]
+    for i0 in range(0, n, block):
+        i1 = min(i0 + block, n)
+        for j0 in range(i1, n, block):
+            j1 = min(j0 + block, n)
+            G[j0:j1, i0:i1] = G[i0:i1, j0:j1].T
+        tile = G[i0:i1, i0:i1]
+        tile += np.triu(tile, 1).T
 
 
 def _syrk(A: np.ndarray, C: np.ndarray) -> np.ndarray:
@@ -253,19 +268,26 @@ def _syrk(A: np.ndarray, C: np.ndarray) -> np.ndarray:
     return dsyrk(1.0, A, beta=1.0, c=C, trans=1, lower=0, overwrite_c=1)
 
 
-def solve_spd(G: np.ndarray, b: np.ndarray, rcond_min: float = 0.0) -> np.ndarray | None:
+def solve_spd(G: np.ndarray, b: np.ndarray, rcond_min: float = 0.0, threads: int = 1) -> np.ndarray | None:
     """Cholesky solve, falling back to least squares when G is not numerically positive definite.
 
     The system is Jacobi-scaled first: B-spline functions at the edge of a Gaussian design carry few
     points, so their diagonal entries are tiny and the unscaled normal equations lose most digits (a
     sum of quartic wells fitted exactly by an additive start drifted to 1e-2 error within one sweep).
+    ``G`` is scaled in place (it is overwritten). Systems of 1024 unknowns or more are factorised with
+    ``threads`` BLAS threads (the fits otherwise keep BLAS on one thread: small solves lose to the
+    synchronisation; a 2048 x 2048 Cholesky took 0.26 s on one thread and 0.19 s on two).
     """
     diag = np.diag(G).copy()
     scale = 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0))
-    Gs = G * scale[:, None] * scale[None, :]
+    Gs = G
+    Gs *= scale[:, None]
+    Gs *= scale[None, :]
     bs = b * scale
+    pool = _blas_threads(threads) if threads > 1 and len(G) >= 1024 else contextlib.nullcontext()
     try:
-        c, low = scipy.linalg.cho_factor(Gs, lower=False, check_finite=False)
+        with pool:
+            c, low = scipy.linalg.cho_factor(Gs, lower=False, check_finite=False)
         dc = np.abs(np.diag(c))
         if rcond_min and (dc.min() / dc.max()) ** 2 < rcond_min:
             return None  # numerically singular: the caller solves by QR instead
@@ -275,7 +297,15 @@ def solve_spd(G: np.ndarray, b: np.ndarray, rcond_min: float = 0.0) -> np.ndarra
     except (np.linalg.LinAlgError, scipy.linalg.LinAlgError, ValueError):
         if rcond_min:
             return None
-    return scipy.linalg.lstsq(G, b, check_finite=False)[0]
+    return scipy.linalg.lstsq(Gs, bs, check_finite=False)[0] * scale
+
+
+def _blas_threads(threads: int):
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=int(threads), user_api="blas")
 
 
 def penalty_matrix(ra, n, rb, ridge, h2, P2):
@@ -362,7 +392,7 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
             G, b = normal_equations_rows(*args, w, y, n_train, pen, threads)
         else:
             G, b = normal_equations(Lint[k], phis[k], Rint[k], w, y, n_train, pen, threads)
-        x = solve_spd(G, b, rcond_min=RCOND_QR)
+        x = solve_spd(G, b, rcond_min=RCOND_QR, threads=threads)
         if x is None:
             x = solve_qr(*args, w, y, n_train, pen)
         cores[k] = np.ascontiguousarray(x.reshape(ra, n, rb))

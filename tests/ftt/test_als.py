@@ -277,3 +277,25 @@ def test_bspline_on_wide_boxes_in_many_dimensions():
     # a warm-started refit to a shifted function must move (it collapsed to zero before)
     g = model.fit(X, fn(X, 0.3), rng=0, warm_start=f, sweeps=8, max_rank=3)
     assert _rel(g, Xt, fn(Xt, 0.3)) < 3e-3  # 0.098 (the start, unmoved) before
+
+
+@pytest.mark.parametrize("P", [1, 5, 64, 65, 200])
+def test_mirror_upper_matches_the_symmetric_completion(P):
+    from numtk.ftt._als import _mirror_upper
+
+    U = np.triu(np.random.default_rng(P).standard_normal((P, P)))
+    G = U.copy()
+    _mirror_upper(G)
+    np.testing.assert_array_equal(G, U + np.triu(U, 1).T)
+
+
+def test_solve_spd_large_system_with_blas_threads():
+    from numtk.ftt._als import solve_spd
+
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((1200, 1030))
+    G = A.T @ A + np.eye(1030)
+    b = rng.standard_normal(1030)
+    ref = np.linalg.solve(G, b)
+    np.testing.assert_allclose(solve_spd(G.copy(), b, threads=2), ref, rtol=1e-8, atol=1e-12)
+    np.testing.assert_allclose(solve_spd(G.copy(), b, threads=1), ref, rtol=1e-8, atol=1e-12)
