@@ -47,7 +47,15 @@ void evaluate_blocks(const TrainView<T>& tt, std::size_t M, const T* X, std::ptr
         // per-thread work space
         std::vector<T> G(deriv ? gsize * B : std::size_t(rmax) * rmax * B);  // G_k blocks (all k if deriv)
         std::vector<T> R((rsize + 1) * B);                                    // suffixes R_k, k = 0..d
-        std::vector<T> phi(std::size_t(nmax) * B), dphi(std::size_t(nmax) * B), ddphi(std::size_t(nmax) * B);
+        // with derivatives, the basis values and derivatives of every coordinate are computed once, in the
+        // backward pass, and kept for the forward pass (d * n * B each: 128 KiB for d = 32, n = 16)
+        std::size_t nsum = 0;
+        for (int k = 0; k < d; ++k) nsum += std::size_t(tt.basis[k].n);
+        std::vector<T> phi((deriv ? nsum : std::size_t(nmax)) * B), dphi(deriv ? nsum * B : 0),
+            ddphi(lap ? nsum * B : 0);
+        std::vector<std::size_t> poff(std::size_t(d) + 1, 0);
+        if (deriv)
+            for (int k = 0; k < d; ++k) poff[std::size_t(k) + 1] = poff[std::size_t(k)] + std::size_t(tt.basis[k].n) * B;
         std::vector<T> xb(B), work(7 * B + 5 * std::size_t(nmax));
         std::vector<T> L(std::size_t(rmax) * B), Lnew(std::size_t(rmax) * B);
         std::vector<T> w(std::size_t(nmax) * B), acc(B);
@@ -73,10 +81,16 @@ void evaluate_blocks(const TrainView<T>& tt, std::size_t M, const T* X, std::ptr
                 const std::size_t n = std::size_t(bs.n), ra = std::size_t(tt.ranks[k]),
                                   rb = std::size_t(tt.ranks[k + 1]), rr = ra * rb;
                 for (std::size_t b = 0; b < nb; ++b) xb[b] = X[std::ptrdiff_t(m0 + b) * sx0 + std::ptrdiff_t(k) * sx1];
-                basis_block(bs, nb, B, xb.data(), phi.data(), static_cast<T*>(nullptr), static_cast<T*>(nullptr),
-                            work.data());
+                T* ph_k = phi.data() + poff[std::size_t(k)];
+                T* d1_k = deriv ? dphi.data() + poff[std::size_t(k)] : static_cast<T*>(nullptr);
+                T* d2_k = lap ? ddphi.data() + poff[std::size_t(k)] : static_cast<T*>(nullptr);
+                basis_block(bs, nb, B, xb.data(), ph_k, d1_k, d2_k, work.data());
                 for (std::size_t b = nb; b < B; ++b)
-                    for (std::size_t i = 0; i < n; ++i) phi[i * B + b] = T(0);
+                    for (std::size_t i = 0; i < n; ++i) {
+                        ph_k[i * B + b] = T(0);
+                        if (d1_k) d1_k[i * B + b] = T(0);
+                        if (d2_k) d2_k[i * B + b] = T(0);
+                    }
                 T* Gk = G.data() + goff[std::size_t(k)] * B;
                 const T* C = tt.cores_t[k];
                 // G[q][b] = sum_i C[i][q] phi[i][b], accumulated in registers chunk by chunk of points
@@ -85,7 +99,7 @@ void evaluate_blocks(const TrainView<T>& tt, std::size_t M, const T* X, std::ptr
                         T acc[kChunk] = {};
                         for (std::size_t i = 0; i < n; ++i) {
                             const T c = C[i * rr + q];
-                            const T* ph = phi.data() + i * B + b0;
+                            const T* ph = ph_k + i * B + b0;
                             for (std::size_t b = 0; b < kChunk; ++b) acc[b] += c * ph[b];
                         }
                         T* g = Gk + q * B + b0;
@@ -112,11 +126,8 @@ void evaluate_blocks(const TrainView<T>& tt, std::size_t M, const T* X, std::ptr
                 const Basis1D<T>& bs = tt.basis[k];
                 const std::size_t n = std::size_t(bs.n), ra = std::size_t(tt.ranks[k]),
                                   rb = std::size_t(tt.ranks[k + 1]), rr = ra * rb;
-                for (std::size_t b = 0; b < nb; ++b) xb[b] = X[std::ptrdiff_t(m0 + b) * sx0 + std::ptrdiff_t(k) * sx1];
-                basis_block(bs, nb, B, xb.data(), phi.data(), dphi.data(), lap ? ddphi.data() : static_cast<T*>(nullptr),
-                            work.data());
-                for (std::size_t b = nb; b < B; ++b)
-                    for (std::size_t i = 0; i < n; ++i) dphi[i * B + b] = ddphi[i * B + b] = T(0);
+                const T* d1_k = dphi.data() + poff[std::size_t(k)];
+                const T* d2_k = lap ? ddphi.data() + poff[std::size_t(k)] : static_cast<const T*>(nullptr);
                 const T* C = tt.cores_t[k];
                 const T* Rn = R.data() + roff[std::size_t(k) + 1] * B;
                 // w[i][b] = sum_c R_{k+1}[c][b] sum_a C[i, a, c] L[a][b], chunk by chunk of points
@@ -139,7 +150,7 @@ void evaluate_blocks(const TrainView<T>& tt, std::size_t M, const T* X, std::ptr
                 if (grad) {
                     T gk[kBlock] = {};
                     for (std::size_t i = 0; i < n; ++i) {
-                        const T* p1 = dphi.data() + i * B;
+                        const T* p1 = d1_k + i * B;
                         const T* wi = w.data() + i * B;
                         for (std::size_t b = 0; b < B; ++b) gk[b] += p1[b] * wi[b];
                     }
@@ -147,7 +158,7 @@ void evaluate_blocks(const TrainView<T>& tt, std::size_t M, const T* X, std::ptr
                 }
                 if (lap) {
                     for (std::size_t i = 0; i < n; ++i) {
-                        const T* p2 = ddphi.data() + i * B;
+                        const T* p2 = d2_k + i * B;
                         const T* wi = w.data() + i * B;
                         for (std::size_t b = 0; b < B; ++b) acc[b] += p2[b] * wi[b];
                     }
