@@ -26,9 +26,10 @@ SETTINGS = {
 #: the literature's benchmark targets (``--sampling-hard``): minutes per fit on 2 cores.
 HARD_SETTINGS = {
     "many-well-32": dict(solver="bsde", n_steps=100, refine=1, design_mix=(1.0, 0.0, 0.0)),
-    "funnel-10": dict(solver="bsde", n_steps=100, refine=1),
+    # the terminal condition interpolated by tt_cross (an ALS fit on the design failed: dlogZ ~ -1e4)
+    "funnel-10": dict(solver="bsde", n_steps=50, refine=1, design_mix=(1.0, 0.0, 0.0), terminal="cross"),
     # gfn-diffusion's "easy" funnel (sigma = 1): conditional variances over a 20-fold range instead of 8000
-    "funnel-10-easy": dict(solver="bsde", n_steps=50, refine=0, design_mix=(1.0, 0.0, 0.0)),
+    "funnel-10-easy": dict(solver="bsde", n_steps=50, refine=0, design_mix=(1.0, 0.0, 0.0), terminal="cross"),
     "double-well-50": dict(solver="bsde", n_steps=100, refine=1),
     # 40 unit-variance modes over [-40, 40]^2: preconditioned, 128 functions, a terminal fit of up to 30
     # sweeps (one rank per sweep) and ranks up to 16

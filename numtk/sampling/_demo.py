@@ -15,11 +15,12 @@ _CASES = [
     ("double-well d=2", "dw2", dict(n_steps=60, degree=31, refine=1)),
     ("many-well d=4", "mw4", dict(n_steps=100, degree=31, refine=1)),
     ("25-GMM d=2", "25gmm", dict(n_steps=100, degree=63, refine=1)),
+    ("funnel d=10", "funnel10", dict(n_steps=50, refine=1, design_mix=(1.0, 0.0, 0.0), terminal="cross")),
 ]
 
 
 def _target(key: str):
-    from numtk.sampling import Target, double_well, gaussian, gaussian_mixture, many_well
+    from numtk.sampling import Target, double_well, funnel, gaussian, gaussian_mixture, many_well
 
     if key == "mixture1d":
         w, m, v = np.array([0.3, 0.7]), np.array([-1.5, 1.5]), 0.3
@@ -43,6 +44,9 @@ def _target(key: str):
         return t, t
     if key == "mw4":
         t = many_well(4)
+        return t, t
+    if key == "funnel10":
+        t = funnel(10)
         return t, t
     if key == "dw2":
         t = double_well(2, 2, 4.0)
