@@ -120,8 +120,11 @@ def tt_cross(f: Callable, d: int, *, basis: str = "legendre", degree: Any = 16, 
         ranks (2) fixed.
     rng : {None, int, numpy.random.Generator}, optional
         Randomness of the initial and added index sets.
-    workers : int, map-like or None, optional
-        Spreads the evaluations of ``f`` over chunks of points (see :func:`numtk.as_map`).
+    workers : int or map-like callable, optional
+        Spreads the evaluations of ``f`` over chunks of 8192 points: ``None`` or ``1`` (default) calls ``f``
+        once per fiber batch, ``-1`` uses a process per available core, ``k > 1`` k processes (``f`` must
+        then be picklable), and a map-like callable ``workers(f, chunks)`` (``map``, ``Pool.map``) is used
+        as given.
     progress : bool, default False
         Show a progress bar over the sweeps.
 
