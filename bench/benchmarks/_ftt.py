@@ -43,9 +43,8 @@ def teneva_cross(d, n):
     import teneva
 
     from numtk.ftt import interpolation_nodes
-    from numtk.ftt._basis import Basis1D
 
-    nodes = interpolation_nodes(Basis1D("legendre", n, -1.0, 1.0))
+    nodes = interpolation_nodes("legendre", n - 1, (-1.0, 1.0))
     info = {}
     Y = teneva.cross(lambda I: cross_function(nodes[I]), teneva.rand([n] * d, 1, seed=0), m=200_000, e=1e-10,
                      nswp=20, dr_max=2, info=info)
@@ -186,9 +185,8 @@ def compare(out=print, repeat=5, quick=False):
     It = np.random.default_rng(3).integers(0, n, (2000, d))
     t_c, tt = _median(lambda: numtk_cross(d, n), repeat)
     from numtk.ftt import interpolation_nodes
-    from numtk.ftt._basis import Basis1D
 
-    grid = interpolation_nodes(Basis1D("legendre", n, -1.0, 1.0))
+    grid = interpolation_nodes("legendre", n - 1, (-1.0, 1.0))
     exact = cross_function(grid[It])
     err_c = float(np.linalg.norm(tt.predict(grid[It]) - exact) / np.linalg.norm(exact))
     out(f"   {'numtk tt_cross':<22} {t_c * 1e3:10.1f} ms  {tt.history_[-1]['n_evals']:>7} evaluations  "

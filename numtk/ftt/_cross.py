@@ -28,13 +28,53 @@ from numtk.ftt._functional_tt import FunctionalTT
 __all__ = ["tt_cross", "interpolation_nodes"]
 
 
-def interpolation_nodes(basis: Basis1D) -> np.ndarray:
-    """The ``basis.n`` nodes at which a univariate function is interpolated in ``basis``.
+def interpolation_nodes(basis: str = "legendre", degree: int = 16, domain: Any = None, *, loc: float = 0.0,
+                        scale: float = 1.0) -> np.ndarray:
+    """The ``degree + 1`` nodes at which :func:`tt_cross` samples one coordinate.
 
-    Chebyshev-Lobatto points on the box (Legendre), probabilists' Gauss-Hermite points mapped by
-    ``loc + scale * t`` (Hermite) and the Greville abscissae of the knot vector (cubic B-splines); each
-    gives a nonsingular collocation matrix.
+    Chebyshev-Lobatto points on the interval (``'legendre'``), probabilists' Gauss-Hermite points mapped by
+    ``loc + scale * t`` (``'hermite'``) and the Greville abscissae of the uniform cubic knot vector
+    (``'bspline'``). Each gives a nonsingular collocation matrix, so values at the nodes determine the
+    coefficients.
+
+    Parameters
+    ----------
+    basis : {'legendre', 'hermite', 'bspline'}, default 'legendre'
+        Univariate basis, as in :class:`FunctionalTT`.
+    degree : int, default 16
+        Basis degree (>= 3 for ``'bspline'``).
+    domain : (lo, hi), optional
+        Interval of the bounded bases; required for ``'legendre'`` and ``'bspline'``.
+    loc, scale : float, default 0.0 and 1.0
+        Centre and width of the Hermite basis.
+
+    Returns
+    -------
+    ndarray of shape (degree + 1,)
+        Increasing nodes.
+
+    Raises
+    ------
+    ValueError
+        Invalid ``basis``, ``degree``, ``domain`` or ``scale``.
+
+    Examples
+    --------
+    >>> from numtk.ftt import interpolation_nodes
+    >>> interpolation_nodes("legendre", 4, (-1, 1)).round(4).tolist()
+    [-1.0, -0.7071, 0.0, 0.7071, 1.0]
+    >>> interpolation_nodes("bspline", 3, (0, 3)).round(4).tolist()
+    [0.0, 1.0, 2.0, 3.0]
     """
+    dom = None if domain is None else [list(np.asarray(domain, dtype=np.float64).reshape(-1))]
+    if dom is not None and len(dom[0]) != 2:
+        raise ValueError(f"`domain` must be a pair (lo, hi); got {domain!r}")
+    b = FunctionalTT(basis, degree, 1, dom, loc=loc, scale=scale)._resolve_bases(1, None)[0]
+    return _nodes(b)
+
+
+def _nodes(basis: Basis1D) -> np.ndarray:
+    """The ``basis.n`` interpolation nodes of one coordinate's basis (see :func:`interpolation_nodes`)."""
     n = basis.n
     if basis.kind == "hermite":
         t = np.polynomial.hermite_e.hermegauss(n)[0] if n > 1 else np.zeros(1)
@@ -43,7 +83,8 @@ def interpolation_nodes(basis: Basis1D) -> np.ndarray:
     if basis.kind == "legendre":
         if n == 1:
             return np.array([(lo + hi) / 2.0])
-        t = -np.cos(np.pi * np.arange(n) / (n - 1))
+        # -cos(pi j / (n - 1)) written as a sine: exactly antisymmetric, with an exact 0 in the middle
+        t = np.sin(np.pi * (np.arange(n) - (n - 1) / 2.0) / (n - 1))
         return lo + (t + 1.0) * (hi - lo) / 2.0
     knots = basis.knots()
     return (knots[1:n + 1] + knots[2:n + 2] + knots[3:n + 3]) / 3.0
@@ -183,7 +224,7 @@ def tt_cross(f: Callable, d: int, *, basis: str = "legendre", degree: Any = 16, 
     rng = normalize_rng(rng)
     est = FunctionalTT(basis, degree, 1, domain, loc=loc, scale=scale)
     bases = est._resolve_bases(d, None)
-    nodes = [interpolation_nodes(b) for b in bases]
+    nodes = [_nodes(b) for b in bases]
     ns = [b.n for b in bases]
     # nodal values -> coefficients: V c = g with V[j, i] = phi_i(node_j)
     inv_colloc = [np.linalg.inv(evaluate(b, x)[0]) for b, x in zip(bases, nodes)]

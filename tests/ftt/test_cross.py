@@ -99,12 +99,28 @@ def test_interpolation_nodes_give_nonsingular_collocation(kind, p0, p1, n):
     if kind == "bspline" and n < 4:
         return  # cubic B-splines need at least four functions
     b = Basis1D(kind, n, p0, p1)
-    x = interpolation_nodes(b)
+    x = (interpolation_nodes(kind, n - 1, loc=p0, scale=p1) if kind == "hermite"
+         else interpolation_nodes(kind, n - 1, (p0, p1)))
     assert x.shape == (n,) and np.all(np.diff(x) > 0) if n > 1 else x.shape == (1,)
     if kind != "hermite":
         assert x[0] >= p0 and x[-1] <= p1
     V = evaluate(b, x)[0]
     assert np.linalg.cond(V) < 1e6
+
+
+def test_interpolation_nodes_closed_forms_and_errors():
+    np.testing.assert_allclose(interpolation_nodes("legendre", 2, (0.0, 2.0)), [0.0, 1.0, 2.0])
+    # Gauss-Hermite (probabilists'): the roots of He_3 = x^3 - 3x, mapped by loc + scale * t
+    np.testing.assert_allclose(interpolation_nodes("hermite", 2, loc=1.0, scale=2.0),
+                               1.0 + 2.0 * np.array([-np.sqrt(3.0), 0.0, np.sqrt(3.0)]), atol=1e-14)
+    # Greville abscissae (t_{i+1} + t_{i+2} + t_{i+3}) / 3 of the clamped cubic knots 0, 0, 0, 0, 1, 2, 3, 3, 3, 3
+    np.testing.assert_allclose(interpolation_nodes("bspline", 5, (0.0, 3.0)), [0, 1 / 3, 1, 2, 8 / 3, 3])
+    with pytest.raises(ValueError, match="domain"):
+        interpolation_nodes("legendre", 4)
+    with pytest.raises(ValueError, match="domain"):
+        interpolation_nodes("legendre", 4, (0.0, 1.0, 2.0))
+    with pytest.raises(ValueError, match="degree"):
+        interpolation_nodes("bspline", 2, (0.0, 1.0))
 
 
 def test_maxvol_dominance_and_brute_force():

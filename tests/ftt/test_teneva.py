@@ -56,10 +56,9 @@ def test_noisy_grid_fit_is_as_accurate_as_teneva():
 def test_cross_agrees_with_teneva_cross_on_the_node_grid():
     # numtk's tt_cross samples Legendre bases at Chebyshev-Lobatto points; teneva's cross gets the same grid
     from numtk.ftt import interpolation_nodes, tt_cross
-    from numtk.ftt._basis import Basis1D
 
     n = 12
-    nodes = interpolation_nodes(Basis1D("legendre", n, -1.0, 1.0))
+    nodes = interpolation_nodes("legendre", n - 1, (-1.0, 1.0))
     ours = tt_cross(_f, D, degree=n - 1, domain=[[-1.0, 1.0]] * D, rng=0, tol=1e-12)
     Y = teneva.cross(lambda I: _f(nodes[I]), teneva.rand([n] * D, 1, seed=0), m=50_000, e=1e-12, nswp=10,
                      dr_max=2)
