@@ -12,11 +12,25 @@ import numbers
 import os
 from typing import Any, Callable, Iterable
 
-__all__ = ["MapWrapper", "as_map", "n_threads", "available_cores", "single_blas_thread", "WORKERS_DOC"]
+__all__ = ["MapWrapper", "as_map", "n_threads", "available_cores", "blas_threads", "single_blas_thread",
+           "map_rows", "WORKERS_DOC"]
 
 WORKERS_DOC = """workers : int or map-like callable, optional
     Parallelism. ``1`` (default) runs serially, ``-1`` uses every available core,
     ``k > 1`` uses k workers."""
+
+
+def blas_threads(limit: int):
+    """A context limiting BLAS/LAPACK to ``limit`` threads (when threadpoolctl is installed)."""
+    import contextlib
+
+    import scipy.linalg  # noqa: F401  (load SciPy's BLAS first: threadpoolctl limits only loaded libraries)
+
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=int(limit), user_api="blas")
 
 
 def single_blas_thread():
@@ -26,15 +40,18 @@ def single_blas_thread():
     far more in thread synchronisation than in arithmetic once other processes share the cores: a 192 x 192
     Cholesky took 1 s instead of 1 ms on two busy cores. Outside such loops BLAS keeps its threads.
     """
-    import contextlib
+    return blas_threads(1)
 
-    import scipy.linalg  # noqa: F401  (load SciPy's BLAS first: threadpoolctl limits only loaded libraries)
 
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
+def map_rows(fn: Callable, X: Any, mapper: Callable | None = None, chunk: int = 8192):
+    """``fn`` on the rows of ``X``, in chunks of ``chunk`` rows spread by the map-like ``mapper`` (None, or
+    at most one chunk: a single call); the results' values concatenated into one flat float64 array."""
+    import numpy as np
+
+    if mapper is None or len(X) <= chunk:
+        return np.asarray(fn(X), dtype=np.float64).reshape(-1)
+    parts = list(mapper(fn, [X[i:i + chunk] for i in range(0, len(X), chunk)]))
+    return np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1) for p in parts])
 
 
 def available_cores() -> int:

@@ -17,6 +17,7 @@ import numpy as np
 import scipy.linalg
 
 from numtk._lib import progress_bar
+from numtk._lib._workers import blas_threads
 
 CHUNK = 4096
 # below this reciprocal condition estimate of the (Jacobi-scaled) normal equations, a core is solved by QR
@@ -284,7 +285,7 @@ def solve_spd(G: np.ndarray, b: np.ndarray, rcond_min: float = 0.0, threads: int
     Gs *= scale[:, None]
     Gs *= scale[None, :]
     bs = b * scale
-    pool = _blas_threads(threads) if threads > 1 and len(G) >= 1024 else contextlib.nullcontext()
+    pool = blas_threads(threads) if threads > 1 and len(G) >= 1024 else contextlib.nullcontext()
     try:
         with pool:
             c, low = scipy.linalg.cho_factor(Gs, lower=False, check_finite=False)
@@ -298,14 +299,6 @@ def solve_spd(G: np.ndarray, b: np.ndarray, rcond_min: float = 0.0, threads: int
         if rcond_min:
             return None
     return scipy.linalg.lstsq(Gs, bs, check_finite=False)[0] * scale
-
-
-def _blas_threads(threads: int):
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=int(threads), user_api="blas")
 
 
 def penalty_matrix(ra, n, rb, ridge, h2, P2):

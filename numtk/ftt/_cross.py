@@ -21,7 +21,7 @@ import scipy.linalg
 
 from numtk._lib import normalize_rng, progress_bar
 from numtk._lib._validation import check_bool, check_int, check_real
-from numtk._lib._workers import as_map
+from numtk._lib._workers import as_map, map_rows
 from numtk.ftt._basis import Basis1D, evaluate
 from numtk.ftt._functional_tt import FunctionalTT
 
@@ -237,15 +237,9 @@ def tt_cross(f: Callable, d: int, *, basis: str = "legendre", degree: Any = 16, 
             X = np.empty(idx.shape, dtype=np.float64)
             for k in range(d):
                 X[:, k] = nodes[k][idx[:, k]]
-            chunk = 8192
-            if mapper is None or len(X) <= chunk:
-                vals = np.asarray(f(X), dtype=np.float64)
-                vals = vals.reshape(-1) if vals.size == len(X) else vals
-            else:
-                parts = list(mapper(f, [X[i:i + chunk] for i in range(0, len(X), chunk)]))
-                vals = np.concatenate([np.asarray(p, dtype=np.float64).reshape(-1) for p in parts])
-            if vals.shape != (len(X),):
-                raise ValueError(f"`f` must map an array of shape (K, {d}) to shape (K,); got {vals.shape} "
+            vals = map_rows(f, X, mapper)
+            if vals.size != len(X):
+                raise ValueError(f"`f` must map an array of shape (K, {d}) to shape (K,); got {vals.size} values "
                                  f"for K = {len(X)}")
             if not np.all(np.isfinite(vals)):
                 raise ValueError("`f` returned a non-finite value on the interpolation grid")

@@ -207,13 +207,11 @@ Site check_site(const darray& L, const darray& Phi, const darray* R, const darra
     return {std::size_t(L.shape(0)), std::size_t(C.shape(0)), std::size_t(C.shape(1)), std::size_t(C.shape(2))};
 }
 
-// Rows [0, M) in at most `threads` contiguous slices of at least `min_rows` rows; f(slice, lo, hi). Returns the
-// number of slices.
+// Rows [0, M) in at most `threads` contiguous slices of at least `min_rows` rows; f(slice, lo, hi).
 template <class F>
-int over_rows(std::size_t M, int threads, std::size_t min_rows, F&& f) {
+void over_rows(std::size_t M, int threads, std::size_t min_rows, F&& f) {
     const int t = int(std::min<std::size_t>(std::size_t(std::max(threads, 1)), std::max<std::size_t>(1, M / min_rows)));
     numtk::parallel_for_chunks(M, t, f);
-    return t;
 }
 
 py::array interface_left(darray L, darray Phi, darray C, int threads) {

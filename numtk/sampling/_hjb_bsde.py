@@ -33,7 +33,7 @@ import numpy as np
 from numtk._lib import Result, normalize_rng, progress_bar
 from numtk._lib._validation import as_array, check_bool, check_finite, check_int, check_option, check_real
 from numtk._lib._warnings import NumtkWarning
-from numtk._lib._workers import n_threads
+from numtk._lib._workers import map_rows, n_threads
 from numtk.ftt import FunctionalTT
 
 __all__ = ["solve_hjb", "time_grid"]
@@ -93,15 +93,6 @@ def log_gamma(y: np.ndarray) -> np.ndarray:
     return -0.5 * np.einsum("ij,ij->i", y, y) - 0.5 * y.shape[1] * _LOG_2PI
 
 
-def _chunked(fn: Callable, Y: np.ndarray, mapper: Callable | None, chunk: int = 8192) -> np.ndarray:
-    """``fn`` over row chunks of ``Y`` (spread by the map-like ``mapper``; None: one call), concatenated."""
-    if len(Y) <= chunk or mapper is None:
-        return np.asarray(fn(Y), dtype=np.float64).reshape(len(Y))
-    parts = [Y[i:i + chunk] for i in range(0, len(Y), chunk)]
-    out = list(mapper(fn, parts))
-    return np.concatenate([np.asarray(o, dtype=np.float64).reshape(-1) for o in out])
-
-
 class _Preconditioned:
     """``log rho~(y) = log rho(loc + scale * y)`` (no Jacobian: log Z = log Z~ + sum log scale)."""
 
@@ -119,7 +110,7 @@ class _Preconditioned:
         # far design points may overflow a target's formula (the funnel's exp(-x_0)): -inf or NaN there
         # means no mass, and NaN is mapped to -inf
         with np.errstate(over="ignore", invalid="ignore"):
-            vals = _chunked(self.target.log_density, self.to_x(y), self.mapper)
+            vals = map_rows(self.target.log_density, self.to_x(y), self.mapper).reshape(len(y))
         return np.where(np.isnan(vals), -np.inf, vals)
 
     def grad_log_density(self, y):
