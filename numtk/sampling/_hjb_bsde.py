@@ -163,6 +163,26 @@ def _design(rng, M: int, tau: float, pilot: np.ndarray | None, box: np.ndarray, 
     return np.clip(X, box[:, 0], box[:, 1])
 
 
+def _draw_design(rng, M: int, tau: float, pilot, box: np.ndarray, opts) -> np.ndarray:
+    """The step's design: the user's ``design(tau, M, rng)`` (mapped to the preconditioned coordinates and
+    clipped to the box) or :func:`_design`."""
+    user = opts.get("design")
+    if user is None:
+        return _design(rng, M, tau, pilot, box, opts["design_mix"])
+    X = _user_design(user, tau, M, rng, opts["loc"].shape[0])
+    return np.clip((X - opts["loc"]) / opts["scale"], box[:, 0], box[:, 1])
+
+
+def _user_design(design, tau: float, M: int, rng, d: int) -> np.ndarray:
+    X = np.asarray(design(float(tau), int(M), rng), dtype=np.float64)
+    if X.shape != (M, d):
+        raise ValueError(f"`design(tau, n, rng)` must return an array of shape (n, d) = ({M}, {d}); "
+                         f"got {X.shape} at tau = {tau:.4g}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"`design(tau, n, rng)` returned non-finite points at tau = {tau:.4g}")
+    return X
+
+
 def _mcmc_pilot(pre: "_Preconditioned", d: int, box: np.ndarray, n: int, steps: int, rng,
                 has_grad: bool) -> np.ndarray:
     """Approximate target samples for the first round's design: ``n`` short MCMC chains.
@@ -231,7 +251,7 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
 
     # terminal condition W_N = log rho - log gamma on the tau = 0 design, fitted in the ansatz space
     t0 = time.perf_counter()
-    X = _design(rng, M, 0.0, pilot, box, opts["design_mix"])
+    X = _draw_design(rng, M, 0.0, pilot, box, opts)
     target_vals = log_rho(X) - log_gamma(X)
     finite = np.isfinite(target_vals)
     if not np.all(finite):
@@ -260,7 +280,7 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
     W[N] = WN
     diags[N] = {"step": N, "t": float(times[N]), "ranks": WN.ranks_, "newton_iter": 0,
                 "rmse": float(np.sqrt(np.mean((WN.predict(X) - target_vals) ** 2))),
-                "terminal_residual": resid, "time": time.perf_counter() - t0}
+                "terminal_residual": resid, "trust": _trust_box(X), "time": time.perf_counter() - t0}
 
     bar = progress_bar(range(N), progress=progress, desc="HJB/BSDE steps")
     stopped = False
@@ -272,7 +292,7 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
             tau_n = float(T - times[n])
             a, sig = math.exp(-dt), math.sqrt(-math.expm1(-2.0 * dt))
             Wn1 = W[n + 1]
-            X = _design(rng, M, tau_n, pilot, box, opts["design_mix"])
+            X = _draw_design(rng, M, tau_n, pilot, box, opts)
             mu = a * X
             X1 = mu + sig * rng.standard_normal(X.shape)
             w1, g1 = Wn1.evaluate(X1, gradient=True)
@@ -307,7 +327,7 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
             pred = Wn.predict(X) if opts["scheme"] == "explicit" else prev_vals
             diags[n] = {"step": n, "t": float(times[n]), "ranks": Wn.ranks_, "newton_iter": n_it,
                         "rmse": float(np.sqrt(np.mean((pred - ytil - dt * driver_next) ** 2))),
-                        "time": time.perf_counter() - t0}
+                        "trust": _trust_box(X), "time": time.perf_counter() - t0}
             if not np.all(np.isfinite(pred)) or np.max(np.abs(pred - np.median(pred))) > 1e8:
                 raise FloatingPointError(f"the BSDE regression diverged at step {n} (t = {times[n]:.4g}); "
                                          f"use scheme='implicit', a finer `time_grid` or more `regularization`")
@@ -318,6 +338,29 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
     finally:
         bar.close()
     return W, diags, stopped
+
+
+# the trust box of a step: per coordinate, the central 1 - 2 * _TRUST_TAIL of its design points. Beyond it
+# the regression had (almost) no data and the fit is whatever the penalty left: on the many-well (d = 32)
+# fitted slopes pointed outward at |y_i| ~ 3 where the target's score is -50 inward, and 9% of the
+# generative paths ran away to |y| ~ 1e6 (log rho ~ -1e22 at their ends)
+_TRUST_TAIL = 1e-3
+
+
+def _trust_box(X: np.ndarray) -> np.ndarray:
+    """``(d, 2)`` per-coordinate quantile range of the design ``X`` (see ``_TRUST_TAIL``)."""
+    return np.quantile(X, [_TRUST_TAIL, 1.0 - _TRUST_TAIL], axis=0).T.copy()
+
+
+def trusted_gradient(W, trust, y: np.ndarray) -> np.ndarray:
+    """``grad W`` at ``y`` projected onto the trust box ``trust`` (``(d, 2)``, or None for no projection).
+
+    Outside the box the gradient is held at its value on the box's face (``W`` continued linearly beyond
+    the data), so a fit's unconstrained slopes outside the design never drive a generative path.
+    """
+    if trust is not None:
+        y = np.clip(y, trust[:, 0], trust[:, 1])
+    return W.gradient(y)
 
 
 def _terminal_cross(log_rho, d, box, opts, rng):
@@ -441,6 +484,7 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
               rank_tol: float = 1e-8, regularization: Any = None, sweeps: int = 1, terminal_sweeps: int = 12,
               terminal: str = "fit",
               n_paths: int | None = None, design_samples: Any = None, design_mix=(0.6, 0.3, 0.1),
+              design: Callable | None = None,
               pilot: str = "mcmc", pilot_steps: int = 200,
               refine: int = 1, refine_paths: int = 10000, control_variate: bool = True,
               loc: Any = None, scale: Any = None, hermite_degree: int = 120, hermite_tol: float = 1e-10,
@@ -513,6 +557,12 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
         mass and the many-well solve failed).
     pilot_steps : int, default 200
         Steps of each pilot chain.
+    design : callable, optional
+        ``design(tau, n, rng) -> (n, d)``: the regression points at noising time ``tau`` (in the target's
+        coordinates), replacing the pilot, ``design_samples`` and ``design_mix``; for problems where it is
+        known where the value function is needed, such as the Han-Jentzen-E HJB equation (see the sampling
+        tutorial) whose value is wanted at one point. The basis box is the design's hull; needs
+        ``refine=0``.
     design_mix : tuple of 3 floats, default (0.6, 0.3, 0.1)
         Fractions of noised pilot samples, N(0, I) points and the uniform layer (bulk points with two
         coordinates redrawn uniformly on the box). For steep targets in many dimensions use
@@ -640,7 +690,19 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
     bounds = getattr(target, "bounds", None)
     bounds_y = None if bounds is None else (np.asarray(bounds, dtype=np.float64) - loc_a[:, None]) / scale_a[:, None]
     pilot = None
-    if design_samples is not None:
+    design_box = None
+    if design is not None:
+        if not callable(design):
+            raise TypeError(f"`design` must be a callable design(tau, n, rng); got {type(design).__name__}")
+        if design_samples is not None:
+            raise ValueError("give either `design` or `design_samples`, not both")
+        if refine:
+            raise ValueError("`design` fixes the regression points of every step: use refine=0")
+        # the basis box: the hull of the design over the horizon
+        taus = float(times[-1]) - np.linspace(times[0], times[-1], 5)
+        pooled = np.concatenate([(_user_design(design, tau, n_paths, rng, d) - loc_a) / scale_a for tau in taus])
+        design_box = _box(None, pooled, d)
+    elif design_samples is not None:
         ds = as_array(design_samples, "design_samples", ndim=2).astype(np.float64)
         check_finite(ds, "design_samples")
         if ds.shape[1] != d or len(ds) < 2:
@@ -655,12 +717,13 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
                 regularization=regularization, max_rank=max_rank,
                 rank_tol=rank_tol, basis=basis, degree=degree, ranks=ranks, design_mix=tuple(mix),
                 scheme=scheme, theta=theta, newton_iter=newton_iter, newton_tol=newton_tol,
-                implicit_solver=implicit_solver, control_variate=control_variate, threads=threads)
+                implicit_solver=implicit_solver, control_variate=control_variate, threads=threads,
+                design=design, loc=loc_a, scale=scale_a)
 
     best = None
     rounds = []
     for r in range(refine + 1):
-        box = _box(bounds_y, pilot, d)
+        box = design_box if design_box is not None else _box(bounds_y, pilot, d)
         W, diags, stopped = _bsde_pass(pre.log_density, d, times, pilot, box, opts, rng, progress, callback)
         info = {"round": r, "box": box, "W": W, "diagnostics": diags, "ess": None}
         if stopped or refine == 0:
@@ -669,8 +732,9 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
             break
         from numtk.sampling._sampler import simulate_paths, systematic_resample
 
-        Y, logw = simulate_paths(lambda y, n: W[n].gradient(y), times, pre.log_density, refine_paths, rng,
-                                 dim=d, integrator=integrator)
+        trust = [None if g is None else g.get("trust") for g in diags]
+        Y, logw = simulate_paths(lambda y, n: trusted_gradient(W[n], trust[n], y), times, pre.log_density,
+                                 refine_paths, rng, dim=d, integrator=integrator)
         wn = np.exp(logw - np.max(logw))
         ess = float(wn.sum() ** 2 / (len(wn) * np.sum(wn ** 2)))
         info["ess"] = ess

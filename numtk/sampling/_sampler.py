@@ -27,8 +27,8 @@ import numpy as np
 from numtk._lib import Result, normalize_rng
 from numtk._lib._estimator import check_is_fitted
 from numtk._lib._validation import check_bool, check_int, check_option
-from numtk._lib._warnings import NumtkWarning
 from numtk._lib._workers import as_map
+from numtk.sampling._hjb_bsde import trusted_gradient
 
 __all__ = ["ScoreBasedSampler", "simulate_paths", "systematic_resample"]
 
@@ -115,6 +115,9 @@ class _Control:
         times = solution.times
         self.tau = float(times[-1]) - times
         self.exact_score = None
+        # per-step trust boxes (older results and the Hermite solution have none)
+        self.trust = [None if g is None else g.get("trust") for g in (getattr(solution, "diagnostics", None)
+                                                                      or [None] * len(times))]
         if solution.method == "hermite":
             self.tau_min = float(solution.tau_min)
             target = pre.target
@@ -131,7 +134,7 @@ class _Control:
     def _grad(self, y, k):
         s = self.solution
         if s.method == "bsde":
-            return s.W[k].gradient(y)
+            return trusted_gradient(s.W[k], self.trust[k], y)
         tau = self.tau[k]
         if tau < self.tau_min and self.exact_score is not None:
             # below tau_min the truncated series is useless: use the target's own score (grad W = grad log

@@ -21,8 +21,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import math
-import numbers
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 from numpy.typing import ArrayLike
