@@ -280,7 +280,8 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
     W[N] = WN
     diags[N] = {"step": N, "t": float(times[N]), "ranks": WN.ranks_, "newton_iter": 0,
                 "rmse": float(np.sqrt(np.mean((WN.predict(X) - target_vals) ** 2))),
-                "terminal_residual": resid, "trust": _trust_box(X), "time": time.perf_counter() - t0}
+                "terminal_residual": resid, "trust": _trust_box(X),
+                "grad_bound": _grad_bound(WN.gradient(X)), "time": time.perf_counter() - t0}
 
     bar = progress_bar(range(N), progress=progress, desc="HJB/BSDE steps")
     stopped = False
@@ -305,6 +306,7 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
             if opts["scheme"] == "explicit":
                 Wn = model().fit(X, ytil + dt * driver_next, warm_start=Wn1, rng=rng, **fit_kw)
                 n_it = 1
+                g = Wn.gradient(X)
             else:
                 base = ytil + (1.0 - theta) * dt * driver_next
                 cur = Wn1
@@ -327,7 +329,7 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
             pred = Wn.predict(X) if opts["scheme"] == "explicit" else prev_vals
             diags[n] = {"step": n, "t": float(times[n]), "ranks": Wn.ranks_, "newton_iter": n_it,
                         "rmse": float(np.sqrt(np.mean((pred - ytil - dt * driver_next) ** 2))),
-                        "trust": _trust_box(X), "time": time.perf_counter() - t0}
+                        "trust": _trust_box(X), "grad_bound": _grad_bound(g), "time": time.perf_counter() - t0}
             if not np.all(np.isfinite(pred)) or np.max(np.abs(pred - np.median(pred))) > 1e8:
                 raise FloatingPointError(f"the BSDE regression diverged at step {n} (t = {times[n]:.4g}); "
                                          f"use scheme='implicit', a finer `time_grid` or more `regularization`")
@@ -343,7 +345,8 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
 # the trust box of a step: per coordinate, the central 1 - 2 * _TRUST_TAIL of its design points. Beyond it
 # the regression had (almost) no data and the fit is whatever the penalty left: on the many-well (d = 32)
 # fitted slopes pointed outward at |y_i| ~ 3 where the target's score is -50 inward, and 9% of the
-# generative paths ran away to |y| ~ 1e6 (log rho ~ -1e22 at their ends)
+# generative paths ran away to |y| ~ 1e6 (log rho ~ -1e22 at their ends). The box alone kept 8% of
+# them (to |y| ~ 3e3); the box and the gradient-norm cap 0.2% (|y| < 8)
 _TRUST_TAIL = 1e-3
 
 
@@ -352,15 +355,34 @@ def _trust_box(X: np.ndarray) -> np.ndarray:
     return np.quantile(X, [_TRUST_TAIL, 1.0 - _TRUST_TAIL], axis=0).T.copy()
 
 
-def trusted_gradient(W, trust, y: np.ndarray) -> np.ndarray:
-    """``grad W`` at ``y`` projected onto the trust box ``trust`` (``(d, 2)``, or None for no projection).
+def _grad_bound(g: np.ndarray) -> float:
+    """The largest gradient norm of a step's fit on its design (see :func:`trusted_gradient`)."""
+    norms = np.sqrt(np.einsum("ij,ij->i", g, g))
+    norms = norms[np.isfinite(norms)]
+    return float(np.max(norms)) if len(norms) else math.inf
 
-    Outside the box the gradient is held at its value on the box's face (``W`` continued linearly beyond
-    the data), so a fit's unconstrained slopes outside the design never drive a generative path.
+
+def trusted_gradient(W, y: np.ndarray, diag: dict | None = None) -> np.ndarray:
+    """``grad W`` at ``y``, guarded by a step's diagnostics entry ``diag`` (None: unguarded).
+
+    ``y`` is projected onto the trust box ``diag['trust']`` (``(d, 2)``): outside it the gradient is held
+    at its value on the box's face (``W`` continued linearly beyond the data). Its norm is then capped at
+    ``diag['grad_bound']``, the largest the fit has on its design: where several coordinates are in
+    their tails at once, a fit's slopes are unconstrained even inside the box.
     """
+    if diag is None:
+        return W.gradient(y)
+    trust = diag.get("trust")
     if trust is not None:
         y = np.clip(y, trust[:, 0], trust[:, 1])
-    return W.gradient(y)
+    g = W.gradient(y)
+    bound = diag.get("grad_bound")
+    if bound is not None and np.isfinite(bound):
+        norms = np.sqrt(np.einsum("ij,ij->i", g, g))
+        over = norms > bound
+        if np.any(over):
+            g[over] *= (bound / norms[over])[:, None]
+    return g
 
 
 def _terminal_cross(log_rho, d, box, opts, rng):
@@ -732,8 +754,7 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
             break
         from numtk.sampling._sampler import simulate_paths, systematic_resample
 
-        trust = [None if g is None else g.get("trust") for g in diags]
-        Y, logw = simulate_paths(lambda y, n: trusted_gradient(W[n], trust[n], y), times, pre.log_density,
+        Y, logw = simulate_paths(lambda y, n: trusted_gradient(W[n], y, diags[n]), times, pre.log_density,
                                  refine_paths, rng, dim=d, integrator=integrator)
         wn = np.exp(logw - np.max(logw))
         ess = float(wn.sum() ** 2 / (len(wn) * np.sum(wn ** 2)))

@@ -115,9 +115,8 @@ class _Control:
         times = solution.times
         self.tau = float(times[-1]) - times
         self.exact_score = None
-        # per-step trust boxes (older results and the Hermite solution have none)
-        self.trust = [None if g is None else g.get("trust") for g in (getattr(solution, "diagnostics", None)
-                                                                      or [None] * len(times))]
+        # per-step guards (trust box, gradient bound; see trusted_gradient): the BSDE diagnostics
+        self.guards = list(getattr(solution, "diagnostics", None) or [None] * len(times))
         if solution.method == "hermite":
             self.tau_min = float(solution.tau_min)
             target = pre.target
@@ -134,7 +133,7 @@ class _Control:
     def _grad(self, y, k):
         s = self.solution
         if s.method == "bsde":
-            return trusted_gradient(s.W[k], self.trust[k], y)
+            return trusted_gradient(s.W[k], y, self.guards[k])
         tau = self.tau[k]
         if tau < self.tau_min and self.exact_score is not None:
             # below tau_min the truncated series is useless: use the target's own score (grad W = grad log
