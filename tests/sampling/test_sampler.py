@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from numtk.sampling import ScoreBasedSampler, gaussian, gaussian_mixture
+from numtk.sampling import ScoreBasedSampler, as_target, gaussian, gaussian_mixture, mmd
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +120,73 @@ def test_steep_controls_are_tamed_and_weights_stay_exact():
     Y, logw = simulate_paths(lambda y, n: -1e3 * y, time_grid(3.0, 20), target.log_density, 2000, rng, dim=1)
     assert np.all(np.isfinite(Y)) and np.all(np.isfinite(logw))
     assert np.max(np.abs(Y)) < 50
+
+
+# ---------------------------------------------------------------------------------------------------------
+# non-product targets, seen only as callables: the sampler must not rely on a target being a product
+
+def _median_score_error(sampler, exact, taus_steps, n=2000, seed=5):
+    """Median relative error of the fitted control against the exact noised score on noised exact samples."""
+    sol = sampler.solution_
+    rng = np.random.default_rng(seed)
+    X0 = exact.sample(n, rng=rng)
+    out = []
+    for k in taus_steps:
+        tau = sol.times[-1] - sol.times[k]
+        a, s = math.exp(-tau), math.sqrt(-math.expm1(-2.0 * tau))
+        Y = a * X0 + s * rng.standard_normal(X0.shape)
+        g_exact = exact.noised_score(Y, tau) + Y  # grad W = grad log rho_tau + y
+        g_fit = sol.W[k].gradient(Y)
+        out.append(float(np.median(np.linalg.norm(g_fit - g_exact, axis=1) / (1 + np.linalg.norm(g_exact, axis=1)))))
+    return np.array(out)
+
+
+def test_rotated_anisotropic_gaussian_without_exact_samples():
+    rng = np.random.default_rng(7)
+    q, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+    cov = q @ np.diag([0.5, 0.8, 1.2, 1.6]) @ q.T
+    mean = np.array([0.5, -0.5, 1.0, 0.0])
+    exact = gaussian(mean=mean, cov=cov)
+    user = as_target(exact.log_density, dim=4)   # no exact samples, no product structure
+    sampler = ScoreBasedSampler(user, n_steps=40, degree=15, refine=1, rng=0).fit()
+    # the terminal W = log rho + |y|^2 / 2 of a rotated Gaussian has ranks above 2
+    assert max(sampler.solution_.W[-1].ranks_) >= 3
+    errs = _median_score_error(sampler, exact, (0, 10, 20, 30, 39))
+    assert np.all(errs < 0.05), errs
+    est = sampler.log_Z(n=20000, rng=1)
+    assert abs(est.value - exact.log_Z) < 4 * est.stderr + 5e-3
+    assert est.ess > 0.9
+    X, logw = sampler.sample(20000, rng=2, return_log_weights=True)
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    m = w @ X
+    C = (X - m).T @ ((X - m) * w[:, None])
+    assert np.all(np.abs(m - mean) < 4 * np.sqrt(np.diag(cov) / (20000 * est.ess)))
+    np.testing.assert_allclose(C, cov, atol=0.06)
+
+
+def test_mixture_with_unequal_weights_and_widths_without_exact_samples():
+    # three modes: axis-aligned anisotropic, rotated and narrow, isotropic and narrow (std 0.22)
+    def rot(a):
+        return np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+
+    covs = [np.diag([0.6, 0.15]), rot(0.7) @ np.diag([1.0, 0.1]) @ rot(0.7).T, np.diag([0.05, 0.05])]
+    exact = gaussian_mixture(means=[[-2.0, 0.5], [1.5, 1.0], [0.5, -2.0]], covs=covs, weights=[0.5, 0.35, 0.15])
+    user = as_target(exact.log_density, dim=2)
+    # measured (rng 0 / 1 / 2): ESS 0.80 / 0.80 / 0.75, |dlogZ| <= 0.006 (SE 0.004), MMD^2 7e-4 - 9e-4,
+    # score errors <= 0.056; with degree 31 rng 1 reached only ESS 0.06 (the narrow modes under-resolved)
+    sampler = ScoreBasedSampler(user, n_steps=60, degree=63, refine=1, rng=0).fit()
+    errs = _median_score_error(sampler, exact, (0, 20, 40, 55, 60))
+    assert np.all(errs < 0.1), errs
+    est = sampler.log_Z(n=20000, rng=1)
+    assert abs(est.value - exact.log_Z) < 4 * est.stderr + 0.01
+    assert est.ess > 0.5
+    X = sampler.sample(3000, rng=2)
+    Y = exact.sample(3000, rng=3)
+    assert mmd(X, Y) < 5e-3
+    # each mode gets its weight: nearest-mean assignment of the unweighted samples
+    means = np.array([[-2.0, 0.5], [1.5, 1.0], [0.5, -2.0]])
+    lab = np.argmin(((X[:, None, :] - means) ** 2).sum(-1), axis=1)
+    lab_exact = np.argmin(((Y[:, None, :] - means) ** 2).sum(-1), axis=1)
+    np.testing.assert_allclose(np.bincount(lab, minlength=3) / 3000, np.bincount(lab_exact, minlength=3) / 3000,
+                               atol=0.04)
