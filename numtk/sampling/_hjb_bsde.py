@@ -625,7 +625,9 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
         ``log rho`` on the box, see :func:`value_function`; ``None`` for ``degree < 2``), ``log_Z_value`` and ``log_Z_value_stderr`` (the value
         estimator ``log E exp W_0(xi)`` plus ``sum log scale``: O(dt)-biased, a diagnostic), ``loc``,
         ``scale``, ``box``, ``tau_min`` (Hermite), ``ess`` (of the refinement paths, when refined),
-        ``diagnostics`` (per step: ranks, Newton iterations, regression RMSE, time; the terminal
+        ``diagnostics`` (per step: ranks, Newton iterations, regression RMSE, time, the trust box
+        ``'trust'`` (the design's 0.1%-99.9% range per coordinate) and ``'grad_bound'`` (the largest
+        gradient norm of the fit on its design), which guard the sampler's control; the terminal
         residual), ``rounds`` (ESS per refinement round), ``method``, ``stopped`` (a callback ended the
         pass early: the steps not reached are ``None`` and ``log_Z_value`` is NaN), ``wall_time``.
 

@@ -152,7 +152,8 @@ class ScoreBasedSampler:
     """Sample an unnormalised density with the HJB/BSDE value function in functional-TT format.
 
     ``fit`` solves the HJB equation of the OU-noised log-density (:func:`solve_hjb`); ``sample`` runs the
-    generative SDE with the fitted score; ``log_Z`` returns the importance-weighted estimate of the
+    generative SDE with the fitted score (outside each step's trust box the control is held at the box's
+    face and its norm is capped at the largest the fit has on its design; see :func:`solve_hjb`); ``log_Z`` returns the importance-weighted estimate of the
     log-normalising constant (unbiased in Z for any fitted value function), with its standard error,
     the ELBO and the effective sample size.
 
