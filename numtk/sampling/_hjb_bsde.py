@@ -588,8 +588,9 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
     design_mix : tuple of 3 floats, default (0.6, 0.3, 0.1)
         Fractions of noised pilot samples, N(0, I) points and the uniform layer (bulk points with two
         coordinates redrawn uniformly on the box). For steep targets in many dimensions use
-        ``(1, 0, 0)``: on the many-well target (d = 8 and 32) the layers ruined the fit, while the funnel
-        (d = 10) needs them (see the sampling tutorial for the measurements).
+        ``(1, 0, 0)``: on the many-well target (d = 8 and 32) the layers ruined the fit, and the funnel
+        (d = 10) with ``terminal='cross'`` failed with them (-98) but not without (see the sampling tutorial
+        for the measurements).
     refine : int, default 1
         Rounds of refinement: sample ``refine_paths`` paths from the current solution, importance-resample
         them into a new pilot, and solve again; the solution with the higher ESS is kept.
