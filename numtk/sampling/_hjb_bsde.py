@@ -272,16 +272,16 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
         WN = model().fit(X, target_vals, rng=rng, init="additive",
                          **{**fit_kw, "sweeps": max(opts["terminal_sweeps"], opts["sweeps"]), "regularization": reg_N})
     rms_t = float(np.sqrt(np.mean(target_vals ** 2)))
-    resid = float(np.sqrt(np.mean((WN.predict(X) - target_vals) ** 2))
-                  / max(float(np.std(target_vals)), 1e-6 * rms_t, 1e-300))
+    vals_N, g_N = WN.evaluate(X, gradient=True)  # one pass for the residual, the RMSE and the bound
+    rmse_N = float(np.sqrt(np.mean((vals_N - target_vals) ** 2)))
+    resid = rmse_N / max(float(np.std(target_vals)), 1e-6 * rms_t, 1e-300)
     if resid > 1e-2:
         warnings.warn(f"the terminal condition is fitted with relative residual {resid:.2e} (> 1e-2): raise "
                       f"`degree` or `max_rank`, or precondition with `loc`/`scale`", NumtkWarning, stacklevel=3)
     W[N] = WN
     diags[N] = {"step": N, "t": float(times[N]), "ranks": WN.ranks_, "newton_iter": 0,
-                "rmse": float(np.sqrt(np.mean((WN.predict(X) - target_vals) ** 2))),
-                "terminal_residual": resid, "trust": _trust_box(X),
-                "grad_bound": _grad_bound(WN.gradient(X)), "time": time.perf_counter() - t0}
+                "rmse": rmse_N, "terminal_residual": resid, "trust": _trust_box(X),
+                "grad_bound": _grad_bound(g_N), "time": time.perf_counter() - t0}
 
     bar = progress_bar(range(N), progress=progress, desc="HJB/BSDE steps")
     stopped = False
@@ -306,7 +306,7 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
             if opts["scheme"] == "explicit":
                 Wn = model().fit(X, ytil + dt * driver_next, warm_start=Wn1, rng=rng, **fit_kw)
                 n_it = 1
-                g = Wn.gradient(X)
+                prev_vals, g = Wn.evaluate(X, gradient=True)
             else:
                 base = ytil + (1.0 - theta) * dt * driver_next
                 cur = Wn1
@@ -326,7 +326,7 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
                         break
                 Wn = cur
             W[n] = Wn
-            pred = Wn.predict(X) if opts["scheme"] == "explicit" else prev_vals
+            pred = prev_vals  # W_n on the design (with g, its gradient there)
             diags[n] = {"step": n, "t": float(times[n]), "ranks": Wn.ranks_, "newton_iter": n_it,
                         "rmse": float(np.sqrt(np.mean((pred - ytil - dt * driver_next) ** 2))),
                         "trust": _trust_box(X), "grad_bound": _grad_bound(g), "time": time.perf_counter() - t0}
