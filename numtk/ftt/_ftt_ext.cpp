@@ -76,7 +76,7 @@ __attribute__((target("avx2,fma"), flatten)) void evaluate_blocks_avx2(const ft:
                                                                        const T* X, std::ptrdiff_t sx0,
                                                                        std::ptrdiff_t sx1, T* f, T* grad, T* lap,
                                                                        std::size_t blo, std::size_t bhi) {
-    ft::evaluate_blocks<T>(tt, M, X, sx0, sx1, f, grad, lap, blo, bhi);
+    ft::evaluate_blocks<T, 32>(tt, M, X, sx0, sx1, f, grad, lap, blo, bhi);
 }
 
 bool cpu_has_avx2_fma() {

@@ -141,6 +141,28 @@ def test_evaluate_isa_variants_agree(dtype):
         _ftt_ext.evaluate(X, *args, 1, 2)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_evaluate_register_tiles_and_remainders(dtype):
+    # the block products hold tiles of 4 rows (core columns r_{k-1} r_k, basis functions n) by 2 vectors of
+    # points: sizes below, at and above multiples of 4, with a partial last block of points, on both kernels
+    rng = np.random.default_rng(11)
+    ranks = [1, 4, 5, 6, 3, 2, 1]
+    ns = [1, 4, 5, 8, 17, 3]
+    cores = [rng.normal(size=(ranks[k], ns[k], ranks[k + 1])) / np.sqrt(ns[k] * ranks[k]) for k in range(6)]
+    spec = [("legendre", -1.0, 1.5)] * 6
+    f = FunctionalTT.from_cores(cores, "legendre", [n - 1 for n in ns], domain=[[-1.0, 1.5]] * 6)
+    X = rng.uniform(-1.0, 1.5, (32 * 3 + 7, 6))
+    fr, gr, lr = ref.evaluate(X, cores, spec)
+    bs = f._bases
+    args = ([_basis.KINDS[b.kind] for b in bs], [b.n for b in bs], [b.p0 for b in bs], [b.p1 for b in bs], 0,
+            list(f.cores_), True, True)
+    tol = 1e-11 if dtype == np.float64 else 2e-3
+    for isa in (0, 1):
+        v, g, lap = _ftt_ext.evaluate(X.astype(dtype), *args, 1, isa)
+        for got, want in ((v, fr), (g, gr), (lap, lr)):
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * (1 + np.abs(want).max()))
+
+
 @pytest.mark.parametrize("order", ["F", "strided"])
 def test_evaluate_non_contiguous_and_float32(order):
     rng = np.random.default_rng(7)
