@@ -24,6 +24,10 @@ Targets
    funnel            -- Neal's funnel.
    many_well         -- the many-well benchmark (products of quartic double wells and Gaussians).
    double_well       -- double wells in m of d coordinates.
+   transform_target  -- a target in the coordinates of a bijection x = T(u) (same log Z).
+   Transform         -- base class of coordinate-wise bijections.
+   SinhTransform     -- x = loc + width sinh(u): for scales spanning orders of magnitude.
+   ExpTransform      -- x = exp(u): for positive coordinates.
 
 Solvers and sampler
 -------------------
@@ -56,9 +60,11 @@ from numtk.sampling._metrics import log_Z_error, mmd, sinkhorn_distance, w2
 from numtk.sampling._sampler import ScoreBasedSampler
 from numtk.sampling._targets import (Target, as_target, double_well, funnel, gaussian, gaussian_mixture,
                                      many_well)
+from numtk.sampling._transforms import ExpTransform, SinhTransform, Transform, transform_target
 
 __all__ = [
     "Target", "as_target", "gaussian", "gaussian_mixture", "funnel", "many_well", "double_well",
+    "Transform", "SinhTransform", "ExpTransform", "transform_target",
     "solve_hjb", "time_grid", "value_function", "ScoreBasedSampler", "HermiteOUSolution", "hermite_solution",
     "log_Z_error", "w2", "sinkhorn_distance", "mmd",
 ]

@@ -1,0 +1,274 @@
+"""Coordinate-wise bijections that precondition a target for the sampler.
+
+The sampler works best where the target's scales are similar everywhere. When a coordinate's scale varies
+over orders of magnitude across the mass (the funnel's ``x_i | x_0 ~ N(0, e^{x_0})``, hierarchical scale
+parameters, positive parameters spanning decades), a fixed basis cannot resolve the narrow part. A
+bijection ``x = T(u)`` applied per coordinate moves the problem to ``u``, where the density
+
+    rho_u(u) = rho(T(u)) |det T'(u)| = rho(T(u)) prod_k T_k'(u_k)
+
+has the same mass ``Z`` (so ``log Z`` needs no correction) and its samples map back by ``T``. Importance
+weights are the same in both coordinates, so estimates stay unbiased in Z whatever the transform.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from numtk._lib._validation import as_array, check_finite
+from numtk.sampling._targets import Target, as_target
+
+__all__ = ["Transform", "SinhTransform", "ExpTransform", "transform_target"]
+
+
+class Transform:
+    """An increasing bijection applied to some coordinates, ``x_k = f(u_k)`` for ``k`` in ``dims``.
+
+    Subclasses define the scalar map through ``_f`` (``f(u)``), ``_f_inv`` (``f^{-1}(x)``), ``_log_df``
+    (``log f'(u)``) and ``_dlog_df`` (``f''(u) / f'(u)``), each elementwise on an array of the selected
+    coordinates; the other coordinates are left unchanged.
+
+    Parameters
+    ----------
+    dims : int, slice, sequence of int or None
+        The coordinates transformed (default: all).
+    """
+
+    def __init__(self, dims: Any = None) -> None:
+        self.dims = dims
+
+    def _select(self, d: int) -> np.ndarray:
+        if self.dims is None:
+            return np.arange(d)
+        if isinstance(self.dims, slice):
+            return np.arange(d)[self.dims]
+        idx = np.atleast_1d(np.asarray(self.dims))
+        if idx.dtype.kind not in "iu" or idx.ndim != 1:
+            raise TypeError("`dims` must be None, a slice or integer indices")
+        if idx.size and (idx.min() < -d or idx.max() >= d):
+            raise ValueError(f"`dims` must index coordinates of a {d}-dimensional target; got {idx.tolist()}")
+        idx = np.unique(np.where(idx < 0, idx + d, idx))
+        return idx
+
+    def _check(self, a: ArrayLike, name: str) -> tuple[np.ndarray, np.ndarray]:
+        a = as_array(a, name, ndim=2).astype(np.float64, copy=False)
+        return a, self._select(a.shape[1])
+
+    def forward(self, u: ArrayLike) -> np.ndarray:
+        """``x = T(u)`` row-wise, for ``u`` of shape ``(n, d)``."""
+        u, k = self._check(u, "u")
+        x = u.copy()
+        x[:, k] = self._f(u[:, k], k)
+        return x
+
+    def inverse(self, x: ArrayLike) -> np.ndarray:
+        """``u = T^{-1}(x)`` row-wise; NaN where ``x`` is outside the range of ``T``."""
+        x, k = self._check(x, "x")
+        u = x.copy()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            u[:, k] = self._f_inv(x[:, k], k)
+        return u
+
+    def log_abs_det_jacobian(self, u: ArrayLike) -> np.ndarray:
+        """``log |det dT/du|`` per row, shape ``(n,)``."""
+        u, k = self._check(u, "u")
+        return np.sum(self._log_df(u[:, k], k), axis=1)
+
+    def _jacobian_terms(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(k, f'(u_k), f''(u_k) / f'(u_k))`` for the transformed columns ``k``."""
+        k = self._select(u.shape[1])
+        uk = u[:, k]
+        return k, np.exp(self._log_df(uk, k)), self._dlog_df(uk, k)
+
+    def _param(self, value: Any, k: np.ndarray) -> Any:
+        """A scalar or per-coordinate (length d) parameter, restricted to the transformed columns."""
+        arr = np.asarray(value, dtype=np.float64)
+        return arr if arr.ndim == 0 else arr[k]
+
+    # hooks ----------------------------------------------------------------------------------------------
+    def _f(self, u, k):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _f_inv(self, x, k):  # pragma: no cover
+        raise NotImplementedError
+
+    def _log_df(self, u, k):  # pragma: no cover
+        raise NotImplementedError
+
+    def _dlog_df(self, u, k):  # pragma: no cover
+        raise NotImplementedError
+
+
+def _positive(value: Any, name: str) -> np.ndarray | float:
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.ndim > 1:
+        raise ValueError(f"`{name}` must be a scalar or a 1-D array; got shape {arr.shape}")
+    check_finite(arr, name)
+    if np.any(arr <= 0):
+        raise ValueError(f"`{name}` must be positive; got {value!r}")
+    return float(arr) if arr.ndim == 0 else arr
+
+
+class SinhTransform(Transform):
+    """``x = loc + width * sinh(u)``: linear within ``|x - loc| < width``, logarithmic beyond.
+
+    For coordinates whose scale varies over orders of magnitude: values near ``loc`` keep resolution
+    ``width`` and a value ``x`` far out sits at ``u ~ log(2 |x - loc| / width)``, so a basis of fixed
+    spacing in ``u`` resolves both. On Neal's funnel (d = 10), warping ``x_1, ..., x_9`` with width 0.3
+    took the sampler's ``|dlog Z|`` from about 0.5 to 0.05-0.18 (see the sampling tutorial).
+
+    Parameters
+    ----------
+    width : float or array_like of shape (d,)
+        Positive: the scale below which the map is linear (per coordinate of the target when an array;
+        entries of untransformed coordinates are ignored).
+    loc : float or array_like of shape (d,), default 0.0
+        Centre of the linear part.
+    dims : int, slice, sequence of int or None
+        The coordinates transformed (default: all).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numtk.sampling import SinhTransform
+    >>> T = SinhTransform(0.5, dims=[1])
+    >>> u = np.array([[2.0, 0.0], [2.0, 3.0]])
+    >>> T.forward(u)
+    array([[2.        , 0.        ],
+           [2.        , 5.00893746]])
+    >>> np.allclose(T.inverse(T.forward(u)), u)
+    True
+    """
+
+    def __init__(self, width: Any, *, loc: Any = 0.0, dims: Any = None) -> None:
+        super().__init__(dims)
+        self.width = _positive(width, "width")
+        loc_arr = np.asarray(loc, dtype=np.float64)
+        check_finite(loc_arr, "loc")
+        self.loc = float(loc_arr) if loc_arr.ndim == 0 else loc_arr
+
+    def _f(self, u, k):
+        return self._param(self.loc, k) + self._param(self.width, k) * np.sinh(u)
+
+    def _f_inv(self, x, k):
+        return np.arcsinh((x - self._param(self.loc, k)) / self._param(self.width, k))
+
+    def _log_df(self, u, k):
+        # log(w cosh u) = log w + |u| + log1p(e^{-2|u|}) - log 2, without overflow
+        a = np.abs(u)
+        return np.log(self._param(self.width, k)) + a + np.log1p(np.exp(-2.0 * a)) - np.log(2.0)
+
+    def _dlog_df(self, u, k):
+        return np.tanh(u)
+
+    def __repr__(self) -> str:
+        return f"SinhTransform(width={self.width!r}, loc={self.loc!r}, dims={self.dims!r})"
+
+
+class ExpTransform(Transform):
+    """``x = exp(u)``: positive coordinates sampled through their logarithm.
+
+    For a target defined on ``x_k > 0`` (scale or rate parameters): ``rho_u`` is defined on all of R,
+    and the sampler never proposes a point outside the support.
+
+    Parameters
+    ----------
+    dims : int, slice, sequence of int or None
+        The positive coordinates (default: all).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numtk.sampling import ExpTransform
+    >>> T = ExpTransform(dims=[0])
+    >>> T.forward(np.array([[0.0, -1.0]])), T.log_abs_det_jacobian(np.array([[0.5, -1.0]]))
+    (array([[ 1., -1.]]), array([0.5]))
+    """
+
+    def _f(self, u, k):
+        return np.exp(u)
+
+    def _f_inv(self, x, k):
+        return np.log(x)
+
+    def _log_df(self, u, k):
+        return u.copy()
+
+    def _dlog_df(self, u, k):
+        return np.ones_like(u)
+
+    def __repr__(self) -> str:
+        return f"ExpTransform(dims={self.dims!r})"
+
+
+class _TransformedTarget(Target):
+    """``rho_u(u) = rho(T(u)) |det T'(u)|`` (mass Z); exact samples are mapped by ``T^{-1}``."""
+
+    has_exact_noised = False
+    has_hermite = False
+
+    def __init__(self, base: Target, transform: Transform) -> None:
+        bounds = None
+        if base.bounds is not None:
+            b = transform.inverse(base.bounds.T).T
+            if np.all(np.isfinite(b)) and np.all(b[:, 0] < b[:, 1]):
+                bounds = b
+        super().__init__(base.dim, name=f"{base.name} in {transform!r}", log_Z=base.log_Z, bounds=bounds,
+                         params={"base": base.name})
+        self.base = base
+        self.transform = transform
+        self.has_grad = base.has_grad
+        self.can_sample = base.can_sample
+        transform._select(base.dim)  # validate `dims` against the dimension now
+
+    def _logp(self, u):
+        x = self.transform.forward(u)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return self.base.log_density(x) + self.transform.log_abs_det_jacobian(u)
+
+    def _grad(self, u):
+        x = self.transform.forward(u)
+        g = np.array(self.base.grad_log_density(x), dtype=np.float64)
+        k, df, dlog = self.transform._jacobian_terms(u)
+        g[:, k] = g[:, k] * df + dlog
+        return g
+
+    def _sample(self, n, rng):
+        return self.transform.inverse(self.base.sample(n, rng))
+
+
+def transform_target(target: Any, transform: Transform, dim: int | None = None) -> Target:
+    """The target in the coordinates ``u`` of a bijection ``x = T(u)``.
+
+    Parameters
+    ----------
+    target : Target or callable
+        The target in its own coordinates ``x`` (a callable needs ``dim``).
+    transform : Transform
+        For example :class:`SinhTransform` or :class:`ExpTransform`.
+    dim : int, optional
+        The dimension, for a callable target.
+
+    Returns
+    -------
+    Target
+        Log-density ``log rho(T(u)) + log |det T'(u)|`` with the same ``log_Z``; gradient by the chain rule
+        when the target has one; exact samples (``T^{-1}`` of the target's) when it has them; ``bounds``
+        mapped by ``T^{-1}`` when they stay finite. No exact noised density.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numtk.sampling import gaussian, transform_target, ExpTransform
+    >>> t = transform_target(gaussian([2.0], [0.1]), ExpTransform())
+    >>> round(t.log_Z, 6) == round(gaussian([2.0], [0.1]).log_Z, 6)
+    True
+    >>> bool(np.allclose(t.log_density([[np.log(2.0)]]), np.log(2.0)))   # log rho(2) + log 2, rho(2) = 1
+    True
+    """
+    if not isinstance(transform, Transform):
+        raise TypeError(f"`transform` must be a numtk.sampling.Transform; got {type(transform).__name__}")
+    return _TransformedTarget(as_target(target, dim), transform)
