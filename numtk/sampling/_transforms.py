@@ -224,16 +224,28 @@ class _TransformedTarget(Target):
         self.can_sample = base.can_sample
         transform._select(base.dim)  # validate `dims` against the dimension now
 
+    def _image(self, u):
+        """``T(u)`` and the rows where it is finite (``sinh`` and ``exp`` overflow beyond |u| ~ 710)."""
+        with np.errstate(over="ignore"):
+            x = self.transform.forward(u)
+        ok = np.isfinite(x).all(axis=1)
+        return x, ok
+
     def _logp(self, u):
-        x = self.transform.forward(u)
-        with np.errstate(over="ignore", invalid="ignore"):
-            return self.base.log_density(x) + self.transform.log_abs_det_jacobian(u)
+        x, ok = self._image(u)
+        out = np.full(len(u), -np.inf)  # no mass where T(u) overflows
+        if ok.any():
+            out[ok] = self.base.log_density(x[ok]) + self.transform.log_abs_det_jacobian(u[ok])
+        return out
 
     def _grad(self, u):
-        x = self.transform.forward(u)
-        g = np.array(self.base.grad_log_density(x), dtype=np.float64)
-        k, df, dlog = self.transform._jacobian_terms(u)
-        g[:, k] = g[:, k] * df + dlog
+        x, ok = self._image(u)
+        g = np.zeros_like(u)  # rows where T(u) overflows: no information, zero
+        if ok.any():
+            gk = np.array(self.base.grad_log_density(x[ok]), dtype=np.float64)
+            k, df, dlog = self.transform._jacobian_terms(u[ok])
+            gk[:, k] = gk[:, k] * df + dlog
+            g[ok] = gk
         return g
 
     def _sample(self, n, rng):
