@@ -16,6 +16,8 @@ _CASES = [
     ("many-well d=4", "mw4", dict(n_steps=100, degree=31, refine=1)),
     ("25-GMM d=2", "25gmm", dict(n_steps=100, degree=63, refine=1)),
     ("funnel d=10", "funnel10", dict(n_steps=50, refine=1, design_mix=(1.0, 0.0, 0.0), terminal="cross")),
+    ("funnel d=10, sinh warp", "funnel10", dict(n_steps=50, refine=1, design_mix=(1.0, 0.0, 0.0), terminal="cross",
+                                                 transform=("sinh", 0.3))),
 ]
 
 
@@ -65,6 +67,10 @@ def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]
     out(f"{'target':<26} {'dlogZ':>9} {'SE':>7} {'ELBO gap':>9} {'ESS':>6} {'MMD^2':>9} {'fit s':>7}")
     for label, key, kw in cases:
         target, exact = _target(key)
+        if "transform" in kw:  # ('sinh', width) on x_1..x_{d-1}
+            from numtk.sampling import SinhTransform
+
+            kw = dict(kw, transform=SinhTransform(kw["transform"][1], dims=slice(1, None)))
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
