@@ -126,19 +126,26 @@ def test_evaluate_isa_variants_agree(dtype):
     rng = np.random.default_rng(8)
     f, cores, spec = _random_tt(rng, 5, kinds=["legendre", "bspline", "hermite", "legendre", "bspline"], nmax=12)
     X = rng.uniform(-1.6, 2.0, (301, 5))
+    args = _check_both_kernels(f, cores, spec, X, dtype, threads=2)
+    assert isinstance(_ftt_ext.cpu_has_avx2_fma(), bool)
+    with pytest.raises(ValueError, match="isa"):
+        _ftt_ext.evaluate(X, *args, 1, 2)
+
+
+def _check_both_kernels(f, cores, spec, X, dtype, threads):
+    """The baseline (isa 0) and fastest (isa 1) kernels against the NumPy reference; returns the
+    extension's arguments after X."""
     fr, gr, lr = ref.evaluate(X, cores, spec)
     bs = f._bases
     args = ([_basis.KINDS[b.kind] for b in bs], [b.n for b in bs], [b.p0 for b in bs], [b.p1 for b in bs], 0,
             list(f.cores_), True, True)
     tol = 1e-11 if dtype == np.float64 else 2e-3
     for isa in (0, 1):
-        v, g, lap = _ftt_ext.evaluate(X.astype(dtype), *args, 2, isa)
-        assert v.dtype == dtype
+        v, g, lap = _ftt_ext.evaluate(X.astype(dtype), *args, threads, isa)
+        assert v.dtype == g.dtype == lap.dtype == dtype
         for got, want in ((v, fr), (g, gr), (lap, lr)):
             np.testing.assert_allclose(got, want, rtol=tol, atol=tol * (1 + np.abs(want).max()))
-    assert isinstance(_ftt_ext.cpu_has_avx2_fma(), bool)
-    with pytest.raises(ValueError, match="isa"):
-        _ftt_ext.evaluate(X, *args, 1, 2)
+    return args
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -152,15 +159,7 @@ def test_evaluate_register_tiles_and_remainders(dtype):
     spec = [("legendre", -1.0, 1.5)] * 6
     f = FunctionalTT.from_cores(cores, "legendre", [n - 1 for n in ns], domain=[[-1.0, 1.5]] * 6)
     X = rng.uniform(-1.0, 1.5, (32 * 3 + 7, 6))
-    fr, gr, lr = ref.evaluate(X, cores, spec)
-    bs = f._bases
-    args = ([_basis.KINDS[b.kind] for b in bs], [b.n for b in bs], [b.p0 for b in bs], [b.p1 for b in bs], 0,
-            list(f.cores_), True, True)
-    tol = 1e-11 if dtype == np.float64 else 2e-3
-    for isa in (0, 1):
-        v, g, lap = _ftt_ext.evaluate(X.astype(dtype), *args, 1, isa)
-        for got, want in ((v, fr), (g, gr), (lap, lr)):
-            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * (1 + np.abs(want).max()))
+    _check_both_kernels(f, cores, spec, X, dtype, threads=1)
 
 
 @pytest.mark.parametrize("order", ["F", "strided"])

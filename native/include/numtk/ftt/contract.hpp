@@ -29,105 +29,63 @@ constexpr std::size_t kChunk = 8;  // points per accumulator of the portable blo
 
 constexpr std::size_t kRows = 4;  // output rows per register tile
 
-// The two block products below hold a tile of kRows rows by kVecs vectors of points in registers. They are
-// written with GCC/Clang vectors of VB bytes (16 for the SSE2 baseline, 32 for the AVX2 build of the kernel; a
-// vector wider than the target's registers is emulated slowly) because the compilers did not vectorise the
-// plain loops over a chunk of points (scalar FMAs, or transposes with spills): one row at a time, the kernel
-// was bound by the FMA latency. M = 1e5, d = 32, n = 16, r = 4, values + gradient + Laplacian on one core:
-// 0.61 s -> 0.41 s (AVX2), 0.65 s -> 0.59 s (SSE2).
+// out[r][b] = sum_s A[r * ar + s * as] in[s][b] for r < R, b < kBlock: rows of kBlock points, A read through
+// strides (G_k = Phi_k C_k is A = C^T; the basis weights of the derivatives are A = C). The loops hold a tile
+// of kRows rows by kVecs vectors of points in registers. They are written with GCC/Clang vectors of VB bytes
+// (16 for the SSE2 baseline, 32 for the AVX2 build of the kernel; a vector wider than the target's registers
+// is emulated slowly) because the compilers did not vectorise the plain loops over a chunk of points (scalar
+// FMAs, or transposes with spills): one row at a time, the kernel was bound by the FMA latency. M = 1e5,
+// d = 32, n = 16, r = 4, values + gradient + Laplacian on one core: 0.61 s -> 0.41 s (AVX2), 0.65 s -> 0.59 s
+// (SSE2).
 #if defined(__GNUC__)
 template <class T, std::size_t VB>
 struct VecOf {
     // unaligned and may alias T (as the intrinsics' __m256d_u): loads and stores are plain dereferences
     typedef T type __attribute__((vector_size(VB), aligned(sizeof(T)), may_alias));
 };
-template <class T, std::size_t VB>
-using Vec = typename VecOf<T, VB>::type;
 constexpr std::size_t kVecs = 2;  // vectors of points per register tile (kBlock is a multiple of kVecs lanes)
-// out[q][b] = sum_i A[i * m + q] in[i][b] for q < m, b < kBlock (rows of kBlock points; A row-major (n, m)).
-template <class T, std::size_t VB>
-inline void gemm_tn_block(std::size_t n, std::size_t m, const T* A, const T* in, T* out) {
-    using V_t = Vec<T, VB>;
-    constexpr std::size_t B = kBlock, V = VB / sizeof(T), W = kVecs * V;
-    static_assert(B % W == 0, "kBlock must be a multiple of the tile width");
-    for (std::size_t b0 = 0; b0 < B; b0 += W) {
-        std::size_t q = 0;
-        for (; q + kRows <= m; q += kRows) {
-            V_t acc[kRows][kVecs] = {};
-            for (std::size_t i = 0; i < n; ++i) {
-                V_t x[kVecs];
-                for (std::size_t v = 0; v < kVecs; ++v) x[v] = *reinterpret_cast<const V_t*>(in + i * B + b0 + v * V);
-                const T* a = A + i * m + q;
-                for (std::size_t j = 0; j < kRows; ++j)
-                    for (std::size_t v = 0; v < kVecs; ++v) acc[j][v] += a[j] * x[v];
-            }
-            for (std::size_t j = 0; j < kRows; ++j)
-                for (std::size_t v = 0; v < kVecs; ++v) *reinterpret_cast<V_t*>(out + (q + j) * B + b0 + v * V) = acc[j][v];
-        }
-        for (; q < m; ++q) {
-            V_t acc[kVecs] = {}, x;
-            for (std::size_t i = 0; i < n; ++i)
-                for (std::size_t v = 0; v < kVecs; ++v) {
-                    x = *reinterpret_cast<const V_t*>(in + i * B + b0 + v * V);
-                    acc[v] += A[i * m + q] * x;
-                }
-            for (std::size_t v = 0; v < kVecs; ++v) *reinterpret_cast<V_t*>(out + q * B + b0 + v * V) = acc[v];
-        }
-    }
-}
 
-// out[i][b] = sum_q A[i * m + q] in[q][b] for i < n, b < kBlock, tiled as gemm_tn_block.
 template <class T, std::size_t VB>
-inline void gemm_nn_block(std::size_t n, std::size_t m, const T* A, const T* in, T* out) {
-    using V_t = Vec<T, VB>;
+inline void gemm_block(std::size_t R, std::size_t S, const T* A, std::size_t ar, std::size_t as, const T* in,
+                       T* out) {
+    using V_t = typename VecOf<T, VB>::type;
     constexpr std::size_t B = kBlock, V = VB / sizeof(T), W = kVecs * V;
     static_assert(B % W == 0, "kBlock must be a multiple of the tile width");
     for (std::size_t b0 = 0; b0 < B; b0 += W) {
-        std::size_t i = 0;
-        for (; i + kRows <= n; i += kRows) {
+        std::size_t r = 0;
+        for (; r + kRows <= R; r += kRows) {
             V_t acc[kRows][kVecs] = {};
-            for (std::size_t q = 0; q < m; ++q) {
+            for (std::size_t s = 0; s < S; ++s) {
                 V_t x[kVecs];
-                for (std::size_t v = 0; v < kVecs; ++v) x[v] = *reinterpret_cast<const V_t*>(in + q * B + b0 + v * V);
+                for (std::size_t v = 0; v < kVecs; ++v) x[v] = *reinterpret_cast<const V_t*>(in + s * B + b0 + v * V);
                 for (std::size_t j = 0; j < kRows; ++j) {
-                    const T a = A[(i + j) * m + q];
+                    const T a = A[(r + j) * ar + s * as];
                     for (std::size_t v = 0; v < kVecs; ++v) acc[j][v] += a * x[v];
                 }
             }
             for (std::size_t j = 0; j < kRows; ++j)
-                for (std::size_t v = 0; v < kVecs; ++v) *reinterpret_cast<V_t*>(out + (i + j) * B + b0 + v * V) = acc[j][v];
+                for (std::size_t v = 0; v < kVecs; ++v)
+                    *reinterpret_cast<V_t*>(out + (r + j) * B + b0 + v * V) = acc[j][v];
         }
-        for (; i < n; ++i) {
-            V_t acc[kVecs] = {}, x;
-            for (std::size_t q = 0; q < m; ++q)
-                for (std::size_t v = 0; v < kVecs; ++v) {
-                    x = *reinterpret_cast<const V_t*>(in + q * B + b0 + v * V);
-                    acc[v] += A[i * m + q] * x;
-                }
-            for (std::size_t v = 0; v < kVecs; ++v) *reinterpret_cast<V_t*>(out + i * B + b0 + v * V) = acc[v];
+        for (; r < R; ++r) {
+            V_t acc[kVecs] = {};
+            for (std::size_t s = 0; s < S; ++s)
+                for (std::size_t v = 0; v < kVecs; ++v)
+                    acc[v] += A[r * ar + s * as] * *reinterpret_cast<const V_t*>(in + s * B + b0 + v * V);
+            for (std::size_t v = 0; v < kVecs; ++v) *reinterpret_cast<V_t*>(out + r * B + b0 + v * V) = acc[v];
         }
     }
 }
 #else
 template <class T, std::size_t VB>
-inline void gemm_tn_block(std::size_t n, std::size_t m, const T* A, const T* in, T* out) {
-    for (std::size_t q = 0; q < m; ++q)
+inline void gemm_block(std::size_t R, std::size_t S, const T* A, std::size_t ar, std::size_t as, const T* in,
+                       T* out) {
+    for (std::size_t r = 0; r < R; ++r)
         for (std::size_t b0 = 0; b0 < kBlock; b0 += kChunk) {
             T acc[kChunk] = {};
-            for (std::size_t i = 0; i < n; ++i)
-                for (std::size_t b = 0; b < kChunk; ++b) acc[b] += A[i * m + q] * in[i * kBlock + b0 + b];
-            for (std::size_t b = 0; b < kChunk; ++b) out[q * kBlock + b0 + b] = acc[b];
-        }
-}
-
-template <class T, std::size_t VB>
-inline void gemm_nn_block(std::size_t n, std::size_t m, const T* A, const T* in, T* out) {
-    for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t b0 = 0; b0 < kBlock; b0 += kChunk) {
-            T acc[kChunk] = {};
-            for (std::size_t q = 0; q < m; ++q)
-                for (std::size_t b = 0; b < kChunk; ++b) acc[b] += A[i * m + q] * in[q * kBlock + b0 + b];
-            for (std::size_t b = 0; b < kChunk; ++b) out[i * kBlock + b0 + b] = acc[b];
+            for (std::size_t s = 0; s < S; ++s)
+                for (std::size_t b = 0; b < kChunk; ++b) acc[b] += A[r * ar + s * as] * in[s * kBlock + b0 + b];
+            for (std::size_t b = 0; b < kChunk; ++b) out[r * kBlock + b0 + b] = acc[b];
         }
 }
 #endif
@@ -199,7 +157,7 @@ void evaluate_blocks(const TrainView<T>& tt, std::size_t M, const T* X, std::ptr
                 T* Gk = G.data() + goff[std::size_t(k)] * B;
                 const T* C = tt.cores_t[k];
                 // G[q][b] = sum_i C[i][q] phi[i][b]
-                gemm_tn_block<T, VB>(n, rr, C, ph_k, Gk);
+                gemm_block<T, VB>(rr, n, C, 1, rr, ph_k, Gk);
                 const T* Rn = R.data() + roff[std::size_t(k) + 1] * B;
                 T* Rk = R.data() + roff[std::size_t(k)] * B;
                 for (std::size_t a = 0; a < ra; ++a) {
@@ -233,7 +191,7 @@ void evaluate_blocks(const TrainView<T>& tt, std::size_t M, const T* X, std::ptr
                         const T* rn = Rn + c * B;
                         for (std::size_t b = 0; b < B; ++b) uq[b] = la[b] * rn[b];
                     }
-                gemm_nn_block<T, VB>(n, rr, C, u.data(), w.data());
+                gemm_block<T, VB>(n, rr, C, rr, 1, u.data(), w.data());
                 if (grad) {
                     T gk[kBlock] = {};
                     for (std::size_t i = 0; i < n; ++i) {
