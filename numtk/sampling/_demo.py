@@ -17,7 +17,7 @@ _CASES = [
     ("25-GMM d=2", "25gmm", dict(n_steps=100, degree=63, refine=1)),
     ("funnel d=10", "funnel10", dict(n_steps=50, refine=1, design_mix=(1.0, 0.0, 0.0), terminal="cross")),
     ("funnel d=10, sinh warp", "funnel10", dict(n_steps=50, refine=1, design_mix=(1.0, 0.0, 0.0), terminal="cross",
-                                                 transform=("sinh", 0.3))),
+                                                 degree=47, n_paths=8000, transform=("sinh", 0.3))),
 ]
 
 
