@@ -231,6 +231,7 @@ class ScoreBasedSampler:
                 kwargs["design"] = lambda tau, n, rng: T.inverse(user_design(tau, n, rng))
         sol = solve_hjb(target, method=solver, integrator=integrator, **kwargs)
         self._target = target
+        self._transform = self.transform  # as fitted (a later set of `transform` needs a refit)
         # sampling spreads whole paths over `workers` (see _paths); the target is evaluated serially in each
         self._pre = _Preconditioned(target, np.asarray(sol.loc), np.asarray(sol.scale))
         self._control = _Control(sol, self._pre)
@@ -280,8 +281,8 @@ class ScoreBasedSampler:
         check_bool(return_log_weights, "return_log_weights")
         Y, logw = self._paths(n, rng, workers)
         X = self._pre.to_x(Y)
-        if self.transform is not None:
-            X = self.transform.forward(X)
+        if self._transform is not None:
+            X = self._transform.forward(X)
         if return_log_weights:
             return X, logw + float(np.sum(np.log(self._pre.scale)))
         return X

@@ -162,6 +162,26 @@ def test_sampler_with_exp_transform_on_a_positive_target():
     np.testing.assert_allclose(w @ X, [1.5, 5.0], rtol=0.03)
 
 
+def test_sampler_maps_design_samples_into_the_warped_coordinates():
+    # design samples are given in the target's coordinates; the solve sees their images u = T^{-1}(x), so
+    # its box (in u) is the hull of asinh(x / w), not of x
+    target = gaussian([0.0], [25.0])
+    x = target.sample(3000, rng=0)
+    T = SinhTransform(0.5)
+    s = ScoreBasedSampler(target, transform=T, design_samples=x, n_steps=20, degree=15, refine=0, rng=0).fit()
+    u = T.inverse(x)
+    box = s.solution_.box[0]
+    assert box[0] <= np.quantile(u, 0.001) and box[1] >= np.quantile(u, 0.999)
+    assert box[1] - box[0] < 0.5 * (np.quantile(x, 0.999) - np.quantile(x, 0.001))
+    est = s.log_Z(10000, rng=1)
+    assert abs(est.value - target.log_Z) < 5 * est.stderr + 0.02
+    X, logw = s.sample(20000, rng=2, return_log_weights=True)
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    # samples are returned in x (in u their standard deviation would be about 2)
+    assert np.sqrt(w @ X[:, 0] ** 2) == pytest.approx(5.0, rel=0.1)
+
+
 @pytest.mark.slow
 def test_funnel_with_sinh_warp_beats_the_published_baselines():
     # Neal's funnel d = 10 (sigma = 3): without the warp the sampler never enters the neck and |dlog Z| is
