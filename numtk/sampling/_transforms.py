@@ -41,6 +41,8 @@ class Transform:
         self.dims = dims
 
     def _select(self, d: int) -> np.ndarray:
+        """The transformed columns of a d-dimensional array (validating ``dims`` and the parameters)."""
+        self._check_params(d)
         if self.dims is None:
             return np.arange(d)
         if isinstance(self.dims, slice):
@@ -89,6 +91,9 @@ class Transform:
         return arr if arr.ndim == 0 else arr[k]
 
     # hooks ----------------------------------------------------------------------------------------------
+    def _check_params(self, d):
+        """Raise ValueError when a per-coordinate parameter does not have length d."""
+
     def _f(self, u, k):  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -149,6 +154,13 @@ class SinhTransform(Transform):
         loc_arr = np.asarray(loc, dtype=np.float64)
         check_finite(loc_arr, "loc")
         self.loc = float(loc_arr) if loc_arr.ndim == 0 else loc_arr
+
+    def _check_params(self, d):
+        for name in ("width", "loc"):
+            value = getattr(self, name)
+            if np.ndim(value) == 1 and len(value) != d:
+                raise ValueError(f"`{name}` must be a scalar or have one entry per coordinate ({d}); "
+                                 f"got {len(value)}")
 
     def _f(self, u, k):
         return self._param(self.loc, k) + self._param(self.width, k) * np.sinh(u)

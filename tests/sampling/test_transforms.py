@@ -128,6 +128,10 @@ def test_transform_validation():
             SinhTransform(bad)
     with pytest.raises(ValueError, match="loc"):
         SinhTransform(1.0, loc=np.inf)
+    with pytest.raises(ValueError, match="width"):
+        SinhTransform([1.0, 2.0]).forward(np.zeros((1, 3)))
+    with pytest.raises(ValueError, match="loc"):
+        transform_target(gaussian([0.0, 0.0], [1.0, 1.0]), SinhTransform(1.0, loc=[0.0, 1.0, 2.0]))
     with pytest.raises(ValueError, match="dims"):
         transform_target(gaussian([0.0, 0.0], [1.0, 1.0]), SinhTransform(1.0, dims=[2]))
     with pytest.raises(TypeError, match="dims"):
