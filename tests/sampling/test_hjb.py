@@ -82,18 +82,23 @@ def gauss2():
 def test_gaussian_value_function_and_score(gauss2):
     """The scheme is trusted only once W and grad W match the closed form at every step (spec §2.5 rule 8)."""
     target, sols = gauss2
-    sol = sols[50]
+    _check_closed_form(target, sols[50])
+
+
+def _check_closed_form(target, sol, every=5):
+    """grad W within 2% (relative to the score) and W within 0.08 of the Gaussian closed form at every
+    ``every``-th step, on noised exact samples; returns the last step's points."""
     rng = np.random.default_rng(3)
     T = sol.times[-1]
-    for n in range(0, 51, 5):
+    for n in range(0, len(sol.times), every):
         tau = T - sol.times[n]
         y = noised_samples(target, tau, 2000, rng)
         score = target.noised_score(y, tau)
-        g_exact = score + y
-        rel = np.sqrt(np.mean(np.sum((sol.W[n].gradient(y) - g_exact) ** 2, 1)) / np.mean(np.sum(score ** 2, 1)))
+        rel = np.sqrt(np.mean(np.sum((sol.W[n].gradient(y) - score - y) ** 2, 1)) / np.mean(np.sum(score ** 2, 1)))
         assert rel < 2e-2, (n, rel)
         err = np.abs(np.mean(sol.W[n].predict(y) - exact_W(target, y, tau)))
         assert err < 0.08, (n, err)
+    return y
 
 
 @pytest.mark.parametrize("scheme", ["implicit", "explicit"])
@@ -103,15 +108,7 @@ def test_policy_forward_process_matches_the_closed_form(gauss2, scheme):
     target, sols = gauss2
     sol = solve_hjb(target, n_steps=50, degree=15, refine=0, rng=0, forward="policy", scheme=scheme,
                     design_samples=target.sample(4000, rng=5))
-    rng = np.random.default_rng(3)
-    T = sol.times[-1]
-    for n in range(0, 51, 5):
-        tau = T - sol.times[n]
-        y = noised_samples(target, tau, 2000, rng)
-        score = target.noised_score(y, tau)
-        rel = np.sqrt(np.mean(np.sum((sol.W[n].gradient(y) - score - y) ** 2, 1)) / np.mean(np.sum(score ** 2, 1)))
-        assert rel < 2e-2, (n, rel)
-        assert np.abs(np.mean(sol.W[n].predict(y) - exact_W(target, y, tau))) < 0.08
+    y = _check_closed_form(target, sol)
     assert abs(sol.log_Z_value - target.log_Z) < 2 * abs(sols[50].log_Z_value - target.log_Z) + 0.01
     # the drift changes the regression targets: the solution is not the OU one
     assert not np.allclose(sol.W[10].predict(y), sols[50].W[10].predict(y), atol=1e-6)
