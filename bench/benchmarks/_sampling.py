@@ -35,6 +35,8 @@ HARD_SETTINGS = {
                            degree=47, n_paths=8000, transform=("sinh", 0.3)),
     # gfn-diffusion's "easy" funnel (sigma = 1): conditional variances over a 20-fold range instead of 8000
     "funnel-10-easy": dict(solver="bsde", n_steps=50, refine=0, design_mix=(1.0, 0.0, 0.0), terminal="cross"),
+    "funnel-10-easy-sinh": dict(solver="bsde", n_steps=50, refine=0, design_mix=(1.0, 0.0, 0.0), terminal="cross",
+                                transform=("sinh", 0.3)),
     "double-well-50": dict(solver="bsde", n_steps=100, refine=1),
     # 40 unit-variance modes over [-40, 40]^2: preconditioned, 128 functions, a terminal fit of up to 30
     # sweeps (one rank per sweep) and ranks up to 16
@@ -43,7 +45,7 @@ HARD_SETTINGS = {
 #: published Delta log Z to compare with (DDS, PIS as quoted by Sendera et al. 2024; to be confirmed)
 PUBLISHED = {"many-well-32": "DDS 7.36, PIS 13.2", "funnel-10": "DDS 0.42, PIS 0.53",
              "funnel-10-sinh": "DDS 0.42, PIS 0.53",
-             "funnel-10-easy": "- (sigma = 1; target < 0.1)",
+             "funnel-10-easy": "- (sigma = 1; target < 0.1)", "funnel-10-easy-sinh": "- (sigma = 1; target < 0.1)",
              "double-well-50": "- (m = 5, delta = 2; target < 0.1)", "gmm-40": "- (target < 0.1)"}
 QUICK_SETTINGS = {
     "mixture-1d": dict(solver="bsde", n_steps=20, degree=23, refine=0),
@@ -66,7 +68,7 @@ def make_target(name):
         return many_well(32)
     if name in ("funnel-10", "funnel-10-sinh"):
         return funnel(10)
-    if name == "funnel-10-easy":
+    if name in ("funnel-10-easy", "funnel-10-easy-sinh"):
         return funnel(10, sigma=1.0)
     if name == "gmm-40":
         return gaussian_mixture(name="gmm40")
