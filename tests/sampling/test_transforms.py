@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from numtk.sampling import (ExpTransform, ScoreBasedSampler, SinhTransform, Target, Transform, funnel, gaussian,
-                            transform_target)
+                            mmd, transform_target)
 
 
 def _fd_jacobian_logdet(T, u, h=1e-6):
@@ -198,3 +198,5 @@ def test_funnel_with_sinh_warp_beats_the_published_baselines():
     assert t.log_Z - est.elbo < 3.0
     X = s.sample(10000, rng=2)
     assert 0.05 < np.mean(X[:, 0] < -2) < 0.35  # exact: 0.252
+    # MMD^2 against exact samples: 0.016 measured (0.031 without the warp; exact against exact 1e-4)
+    assert mmd(X[:2000], t.sample(2000, rng=3)) < 0.025
