@@ -473,7 +473,12 @@ def test_many_well_32_paths_stay_near_the_mass():
     est = sampler.log_Z(10000, rng=1)
     assert abs(est.value - target.log_Z) < 5 * est.stderr + 0.05
     assert target.log_Z - est.elbo < 60
-    assert np.abs(sampler.sample(10000, rng=3)).max() < 10
+    X = sampler.sample(10000, rng=3)
+    assert np.abs(X).max() < 10
+    # MMD^2 against exact samples: 0.0029 measured (exact against exact 1e-4)
+    from numtk.sampling import mmd
+
+    assert mmd(X[:2000], target.sample(2000, rng=4)) < 0.01
 
 
 def test_gradient_bound_caps_the_norm_only():

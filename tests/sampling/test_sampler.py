@@ -1,6 +1,7 @@
 """ScoreBasedSampler: estimators, integrators, the Hermite-driven control, workers, errors."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -190,3 +191,42 @@ def test_mixture_with_unequal_weights_and_widths_without_exact_samples():
     lab_exact = np.argmin(((Y[:, None, :] - means) ** 2).sum(-1), axis=1)
     np.testing.assert_allclose(np.bincount(lab, minlength=3) / 3000, np.bincount(lab_exact, minlength=3) / 3000,
                                atol=0.04)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the literature's benchmark targets against exact samples (|dlog Z| and MMD^2; slow, run in CI)
+
+def _fit_and_compare(target, seed=0, **kw):
+    """(estimate, MMD^2 of 2000 unweighted samples against 2000 exact ones)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sampler = ScoreBasedSampler(target, rng=seed, **kw).fit()
+        est = sampler.log_Z(10000, rng=seed + 1)
+    return est, mmd(sampler.sample(2000, rng=seed + 2), target.sample(2000, rng=seed + 3))
+
+
+@pytest.mark.slow
+def test_25gmm_and_a_double_well_against_exact_samples():
+    # measured (seed 0): 25-GMM +0.034 +- 0.029, ESS 0.11, MMD^2 0.018 (the unweighted samples; exact against
+    # exact 1e-4), 28 s; double well d = 10 (m = 3, delta = 2) +0.013 +- 0.013, ESS 0.36, MMD^2 0.0012, 28 s.
+    # DDS / PIS report 1.76 / 1.80 on the 25-GMM
+    from numtk.sampling import double_well
+
+    gmm = gaussian_mixture(name="25gmm")
+    est, m2 = _fit_and_compare(gmm, n_steps=100, degree=63, refine=1)
+    assert abs(est.value - gmm.log_Z) < 5 * est.stderr + 0.05
+    assert m2 < 0.04
+    dw = double_well(10, 3, 2.0)
+    est, m2 = _fit_and_compare(dw, n_steps=60, refine=1)
+    assert abs(est.value - dw.log_Z) < 5 * est.stderr + 0.02
+    assert m2 < 0.005
+
+
+@pytest.mark.slow
+def test_gmm40_against_exact_samples():
+    # 40 unit-variance modes over [-40, 40]^2, the --sampling-hard settings with 50 steps: measured +0.018 +-
+    # 0.031, ESS 0.094, ELBO gap 1.8, MMD^2 0.0048 (exact against exact 3e-4), 173 s
+    gmm = gaussian_mixture(name="gmm40")
+    est, m2 = _fit_and_compare(gmm, n_steps=50, refine=1, degree=127, scale=12.0, max_rank=16, terminal_sweeps=30)
+    assert abs(est.value - gmm.log_Z) < min(5 * est.stderr + 0.1, 0.3)
+    assert m2 < 0.015
