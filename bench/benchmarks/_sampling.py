@@ -18,6 +18,11 @@ import warnings
 
 import numpy as np
 
+from numtk.sampling import SinhTransform
+
+#: x = 0.3 sinh(u) on every coordinate but the first (the funnel's x_0)
+_FUNNEL_WARP = SinhTransform(0.3, dims=slice(1, None))
+
 #: name -> solve_hjb keyword arguments (small settings: seconds per fit).
 SETTINGS = {
     "mixture-1d": dict(solver="bsde", n_steps=40, degree=31, refine=1),
@@ -32,11 +37,11 @@ HARD_SETTINGS = {
     # (48 functions per coordinate and 8000 design points: -0.09 / -0.03 / -0.07 / -0.17 on seeds 0-3, against
     # -0.11 / -0.11 / -0.06 / -0.19 with the defaults, in twice the time)
     "funnel-10-sinh": dict(solver="bsde", n_steps=50, refine=1, design_mix=(1.0, 0.0, 0.0), terminal="cross",
-                           degree=47, n_paths=8000, transform=("sinh", 0.3)),
+                           degree=47, n_paths=8000, transform=_FUNNEL_WARP),
     # gfn-diffusion's "easy" funnel (sigma = 1): conditional variances over a 20-fold range instead of 8000
     "funnel-10-easy": dict(solver="bsde", n_steps=50, refine=0, design_mix=(1.0, 0.0, 0.0), terminal="cross"),
     "funnel-10-easy-sinh": dict(solver="bsde", n_steps=50, refine=0, design_mix=(1.0, 0.0, 0.0), terminal="cross",
-                                transform=("sinh", 0.3)),
+                                transform=_FUNNEL_WARP),
     "double-well-50": dict(solver="bsde", n_steps=100, refine=1),
     # 40 unit-variance modes over [-40, 40]^2: preconditioned, 128 functions, a terminal fit of up to 30
     # sweeps (one rank per sweep) and ranks up to 16
@@ -84,10 +89,6 @@ def fit_sampler(name, settings=None, seed=0):
     from numtk.sampling import ScoreBasedSampler
 
     kw = dict((settings or SETTINGS)[name])
-    if "transform" in kw:  # ('sinh', width): warp every coordinate but the first (the funnel's x_0)
-        from numtk.sampling import SinhTransform
-
-        kw["transform"] = SinhTransform(kw["transform"][1], dims=slice(1, None))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return ScoreBasedSampler(make_target(name), rng=seed, **kw).fit()

@@ -223,6 +223,7 @@ class _TransformedTarget(Target):
     has_hermite = False
 
     def __init__(self, base: Target, transform: Transform) -> None:
+        transform._select(base.dim)  # validate `dims` and the parameters against the dimension first
         bounds = None
         if base.bounds is not None:
             b = transform.inverse(base.bounds.T).T
@@ -234,7 +235,6 @@ class _TransformedTarget(Target):
         self.transform = transform
         self.has_grad = base.has_grad
         self.can_sample = base.can_sample
-        transform._select(base.dim)  # validate `dims` against the dimension now
 
     def _image(self, u):
         """``T(u)`` and the rows where it is finite (``sinh`` and ``exp`` overflow beyond |u| ~ 710)."""

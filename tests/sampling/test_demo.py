@@ -4,15 +4,16 @@ import re
 
 import pytest
 
-from numtk.sampling import _demo
+from numtk.sampling import SinhTransform, _demo
 
 
 def test_demo_rows_and_figure(tmp_path, monkeypatch):
     image = pytest.importorskip("matplotlib.image")  # a test extra: installed in CI
-    # the Gaussian row goes through the demo's ('sinh', width) transform option as the warped funnel does
+    # the Gaussian row is fitted through a transform, as the demo's warped funnel is
+    warp = SinhTransform(2.0, dims=slice(1, None))
     monkeypatch.setattr(_demo, "_CASES", [("mixture 1-D", "mixture1d", dict(n_steps=20, degree=15, refine=0)),
                                           ("gaussian d=4", "gauss4", dict(n_steps=10, degree=7, refine=0,
-                                                                          transform=("sinh", 2.0)))])
+                                                                          transform=warp))])
     lines = []
     path = tmp_path / "sampler.png"
     rows = _demo.run(quick=True, out=lines.append, plot=str(path))
