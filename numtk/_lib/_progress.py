@@ -49,10 +49,10 @@ def progress_bar(iterable: Iterable | None = None, *, progress: bool | Any = Fal
     """
     if not progress:
         return _NoBar(iterable, total=total)
-    try:
-        from tqdm.auto import tqdm
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("progress=True needs tqdm: pip install tqdm (or numtk[progress])") from e
+    from numtk._lib._optional import import_optional
+
+    import_optional("tqdm", purpose="progress=True")
+    from tqdm.auto import tqdm
     if isinstance(progress, dict):
         kwargs = {**kwargs, **progress}
     return tqdm(iterable, total=total, desc=desc, **kwargs)

@@ -481,9 +481,11 @@ def lipschitz_counterfactuals(X: Any, w: Any, b: Any, *, lipschitz: float = 2.0,
             problem_class="SOCP", shortcut_used=False, max_violation=viol,
             n_pairs=int(pair_arr.shape[0]), threshold=P.tau)
 
-    import cvxpy as cp
     import scipy.sparse as sp
 
+    from numtk._lib._optional import import_optional
+
+    cp = import_optional("cvxpy", purpose="lipschitz_counterfactuals' SOCP")
     n = X.shape[0]
     XM = X[:, mask]
     wM = P.w[mask]

@@ -312,8 +312,13 @@ def _cases(quick: bool, out) -> list[dict]:
     from numtk.counterfactual._groups import make_groups
     from numtk.datasets import load_adult, load_compas
 
+    from numtk._lib._optional import has_module
+
     qp = ("translation", "diagonal")
     every = ("translation", "diagonal", "psd", "gaussian_ot")
+    if not has_module("cvxpy"):
+        every = qp
+        out('psd and gaussian_ot: skipped (their SDPs need cvxpy: pip install "numtk[cvxpy]")')
     cases = []
 
     def add(name, X, y, labels, n_clusters, families, note="", immutable=None):
@@ -474,13 +479,9 @@ def plot_synthetic(path: str, *, families=(("translation", None), ("diagonal", 2
     decision boundary, the dashed one the level ``p = 0.8`` the counterfactuals must reach (the
     background: red rejected, yellow accepted below the confidence, green accepted with it).
     """
-    try:
-        import matplotlib
+    from numtk._lib._optional import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        raise ImportError("--plot needs matplotlib: pip install matplotlib") from e
+    plt = pyplot()
     from scipy.spatial import ConvexHull
 
     from numtk.counterfactual._group_map import GroupCounterfactualMap

@@ -377,7 +377,9 @@ def _map_start(P: SimpleNamespace, family: str, K: float, solver: str, solver_op
 
 def _shor(R: SimpleNamespace, solver: str, solver_options: Any):
     """Shor relaxation of the reduced QCQP: (lower bound in scaled units, rounded Z) or None."""
-    import cvxpy as cp
+    from numtk._lib._optional import import_optional
+
+    cp = import_optional("cvxpy", purpose="distance_preserving_counterfactuals' lower bound (the Shor SDP)")
     import scipy.sparse as sp
 
     nc, dM = R.XM.shape

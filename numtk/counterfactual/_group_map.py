@@ -553,12 +553,10 @@ def _fit_diagonal(g: _Group, family: str, K: float, solver: str, est: GroupCount
 
 
 def _cvxpy():
-    try:
-        import cvxpy as cp
-    except ImportError:  # pragma: no cover - exercised only without cvxpy
-        raise ImportError("this family/solver needs cvxpy (pip install cvxpy); the 'translation', "
-                          "'diagonal' and 'scale' families need nothing beyond numtk") from None
-    return cp
+    from numtk._lib._optional import import_optional
+
+    return import_optional("cvxpy", purpose="this family/solver (the 'translation', 'diagonal' and 'scale' "
+                                            "families need nothing beyond numtk's required dependencies)")
 
 
 def _cvx_solve(prob, solver, options):

@@ -69,10 +69,9 @@ def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]
 
 
 def _plot(curves: dict, path: str) -> None:
-    import matplotlib
+    from numtk._lib._optional import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     games = sorted({g for g, _ in curves})
     fig, axes = plt.subplots(1, len(games), figsize=(5 * len(games), 3.6), squeeze=False)

@@ -57,13 +57,9 @@ def plot_orders(panels, path: str) -> None:
     """One scatter per (title, truth, order, tau): true position against recovered rank."""
     import numpy as np
 
-    try:
-        import matplotlib
+    from numtk._lib._optional import pyplot
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as e:
-        raise ImportError("--plot needs matplotlib: pip install matplotlib") from e
+    plt = pyplot()
     cols = 2
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 3.6 * rows), squeeze=False)
