@@ -12,12 +12,14 @@ import numbers
 import os
 from typing import Any, Callable, Iterable
 
-__all__ = ["MapWrapper", "as_map", "n_threads", "available_cores", "blas_threads", "single_blas_thread",
-           "map_rows", "WORKERS_DOC"]
+import numpy as np
+
+__all__ = ["MapWrapper", "as_map", "n_threads", "available_cores", "max_workers", "blas_threads",
+           "single_blas_thread", "map_rows", "WORKERS_DOC"]
 
 WORKERS_DOC = """workers : int or map-like callable, optional
     Parallelism. ``1`` (default) runs serially, ``-1`` uses every available core,
-    ``k > 1`` uses k workers."""
+    ``k > 1`` uses k workers (at most 4 per available core, at least 32 allowed)."""
 
 
 def blas_threads(limit: int):
@@ -62,14 +64,25 @@ def available_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def max_workers() -> int:
+    """The largest ``workers`` count accepted: 4 threads or processes per available core, at least 32
+    and at most 1024 (the compiled kernels' own cap). More never pays, and far more can exhaust the
+    threads a process may start."""
+    return min(1024, max(32, 4 * available_cores()))
+
+
 def _check_count(workers: Any, name: str) -> int:
-    if isinstance(workers, (bool,)) or not isinstance(workers, numbers.Integral):
+    if isinstance(workers, (bool, np.bool_)) or not isinstance(workers, numbers.Integral):
         raise TypeError(f"`{name}` must be an int or a map-like callable; got {type(workers).__name__}")
     workers = int(workers)
     if workers == -1:
         return available_cores()
     if workers < 1:
         raise ValueError(f"`{name}` must be a positive int or -1 (all cores); got {workers}")
+    limit = max_workers()
+    if workers > limit:
+        raise ValueError(f"`{name}` must be at most {limit} (4 per available core, at least 32; this "
+                         f"process may run on {available_cores()}); got {workers}")
     return workers
 
 

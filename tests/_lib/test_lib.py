@@ -11,7 +11,7 @@ from numpy.testing import assert_equal
 from numtk._lib import (MapWrapper, Result, SignificanceResult, as_map, n_threads, normalize_rng,
                         progress_bar, spawn_rngs)
 from numtk._lib import _validation as v
-from numtk._lib._workers import available_cores
+from numtk._lib._workers import available_cores, max_workers
 
 
 # -- Result ---------------------------------------------------------------------------------------
@@ -83,9 +83,41 @@ def test_n_threads():
     assert n_threads(1) == 1 and n_threads(3) == 3
     assert n_threads(-1) == available_cores() >= 1
     for bad, exc in [(0, ValueError), (-2, ValueError), (1.5, TypeError), (True, TypeError),
-                     (map, TypeError)]:
+                     (map, TypeError), (np.True_, TypeError), (2**31, ValueError), (4096, ValueError),
+                     (max_workers() + 1, ValueError)]:
         with pytest.raises(exc, match="`workers`"):
             n_threads(bad)
+    assert n_threads(max_workers()) == max_workers() == min(1024, max(32, 4 * available_cores()))
+    assert n_threads(np.int32(2)) == 2
+    with pytest.raises(ValueError, match="`workers` must be at most"):
+        MapWrapper(10**6)
+
+
+_THREAD_LIMIT = """
+import resource, numpy as np
+from numtk.stats import _stats_ext
+x = np.random.default_rng(0).random(200_000)
+size = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize"))
+limit = size + 300 * 2**20   # room for a few thread stacks, not for a thousand
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+try:
+    _stats_ext.kendall_counts(x, x, 1024)
+except RuntimeError as e:
+    print("refused:", e)
+print("after:", _stats_ext.kendall_counts(x, x, 2)[:2])
+"""
+
+
+def test_a_thread_that_cannot_start_is_an_exception_not_an_abort():
+    # parallel_for_chunks joins the threads it started and raises; before, the process aborted
+    # ("terminate called without an active exception") when std::thread could not start.
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _THREAD_LIMIT], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "refused: could not start thread" in run.stdout and "pass fewer `workers`" in run.stdout
+    assert "after: (0, 0)" in run.stdout  # the module still works
 
 
 # Functions sent to process pools must be importable by the workers: test modules are not (pytest
