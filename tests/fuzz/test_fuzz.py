@@ -69,7 +69,7 @@ def test_random_out_of_range_numbers(data):
     module, name, param, cat = data.draw(st.sampled_from(NUMERIC_CALLS))
     value = data.draw(_NUMERIC[cat])
     case = _load(module)[name]
-    results = run_case(module, case, [(param, repr(value) if value == value else "float('nan')", "invalid")])
+    results = run_case(module, case, [(param, repr(value), "invalid")])
     assert results[0]["outcome"] not in BAD_OUTCOMES, report(results)
 
 
