@@ -7,6 +7,7 @@ size or the sequence form is asked for; nothing of the tree is kept but the sequ
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -658,11 +659,12 @@ class Goofspiel(ExtensiveFormGame):
     _ext_name = "goofspiel"
 
     def __init__(self, n_cards: int = 5) -> None:
-        n = _validation.check_int(n_cards, "n_cards")
-        if n < 2:
-            raise ValueError(f"`n_cards` must be >= 2; got {n}")
+        n = _validation.check_int(n_cards, "n_cards", minimum=2)
         if n > 5:
-            raise ValueError(f"`n_cards` must be <= 5: Goofspiel({n}) has ({n}!)^3 = {_fact(n) ** 3:.3g} "
+            # O(1) in n: log10((n!)^3) = 3 lgamma(n + 1) / ln 10 (n may be huge).
+            digits = 3.0 * math.lgamma(float(min(n, 10**300)) + 1.0) / math.log(10.0)
+            count = f"{_fact(n) ** 3:.3g}" if n <= 20 else f"about 10^{digits:.3g}"
+            raise ValueError(f"`n_cards` must be <= 5: Goofspiel({n}) has ({n}!)^3 = {count} "
                              f"terminal histories, too many for an exact sequence form; got {n}")
         self._n_cards = n
         super().__init__()

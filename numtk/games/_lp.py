@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize, sparse
 
-__all__ = ["solve_matrix_game", "highs_method_for", "clean_simplex", "LPError"]
+__all__ = ["solve_matrix_game", "highs_method_for", "clean_simplex", "LPError", "payoff_scale"]
 
 _HIGHS_METHODS = ("auto", "highs", "highs-ds", "highs-ipm")
 
@@ -30,6 +30,26 @@ def highs_method_for(n_entries: int, method: str = "auto") -> str:
     if method != "auto":
         return method
     return "highs-ds" if n_entries <= 250_000 else "highs-ipm"
+
+
+_SCALE_LOW, _SCALE_HIGH = 2.0**-20, 2.0**20
+
+
+def payoff_scale(*blocks) -> float:
+    """A power of two that brings the payoffs' largest magnitude into [2^-20, 2^20], or 1.0 when it is.
+
+    The LPs and regret-matching iterations are invariant under scaling the payoffs (values scale with
+    them), but HiGHS refuses coefficients of 1e15 and beyond and drops those below 1e-9, and RM+
+    underflows on denormal payoffs: such payoffs are divided by this exact power of two first.
+    """
+    top = 0.0
+    for B in blocks:
+        data = B.data if sparse.issparse(B) else np.asarray(B)
+        if data.size:
+            top = max(top, float(np.max(np.abs(data))))
+    if top == 0.0 or _SCALE_LOW <= top <= _SCALE_HIGH or not np.isfinite(top):
+        return 1.0
+    return float(2.0 ** round(np.log2(top)))
 
 
 def clean_simplex(x: np.ndarray) -> np.ndarray:
@@ -54,6 +74,9 @@ def solve_matrix_game(A: np.ndarray, *, highs_method: str = "auto") -> tuple[np.
         The game value for the row player.
     """
     A = np.asarray(A, dtype=np.float64)
+    scale = payoff_scale(A)
+    if scale != 1.0:
+        A = A / scale
     m, n = A.shape
     # Variables (y_1..y_n, v); minimise v.
     c = np.zeros(n + 1)
@@ -68,7 +91,7 @@ def solve_matrix_game(A: np.ndarray, *, highs_method: str = "auto") -> tuple[np.
         raise LPError(f"HiGHS failed on the matrix game LP: {res.message}")
     y = clean_simplex(res.x[:n])
     x = clean_simplex(-res.ineqlin.marginals)
-    return x, y, float(res.x[-1])
+    return x, y, float(res.x[-1]) * scale
 
 
 def as_csr(M) -> sparse.csr_array:

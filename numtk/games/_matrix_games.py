@@ -30,6 +30,8 @@ __all__ = [
 ]
 
 _REL_TOL = 1e-12  # zero-sum / constant-sum / symmetry tolerance, relative to max(1, max|A|)
+_MAX_BLOTTO = 20_000     # strategies of colonel_blotto's game
+_MAX_GENERATED = 10_000  # strategies of a random generator's game: its dense n x n matrices (800 MB each)
 
 
 def _payoff_matrix(value: Any, name: str) -> np.ndarray:
@@ -274,6 +276,10 @@ def as_zero_sum(game: Any, name: str = "game") -> np.ndarray:
     return _payoff_matrix(game, name)
 
 
+def _check_n(n: Any) -> int:
+    return check_int(n, "n", minimum=1, maximum=_MAX_GENERATED)
+
+
 def _symmetric_game(M: np.ndarray, params: dict, labels=None) -> MatrixGame:
     game = MatrixGame(M, labels=labels)
     game.params = params
@@ -336,7 +342,7 @@ def random_game_of_skill(n: int, rng: Any = None) -> MatrixGame:
     Parameters
     ----------
     n : int
-        Number of strategies (>= 1).
+        Number of strategies, 1 to 10000 (the payoff matrix is dense).
     rng : {None, int, numpy.random.Generator}, optional
         Source of randomness. ``None`` draws fresh OS entropy, an int seeds a new generator, and a
         Generator is used as it is (and advanced).
@@ -369,7 +375,7 @@ def random_game_of_skill(n: int, rng: Any = None) -> MatrixGame:
     >>> bool(np.array_equal(g.payoffs[0], -g.payoffs[0].T))
     True
     """
-    n = check_int(n, "n", minimum=1)
+    n = _check_n(n)
     gen = normalize_rng(rng)
     W = gen.standard_normal((n, n))
     s = gen.standard_normal(n)
@@ -383,7 +389,7 @@ def disc_game(n: int, rng: Any = None) -> MatrixGame:
     Parameters
     ----------
     n : int
-        Number of strategies (>= 1).
+        Number of strategies, 1 to 10000 (the payoff matrix is dense).
     rng : {None, int, numpy.random.Generator}, optional
         Source of randomness. ``None`` draws fresh OS entropy, an int seeds a new generator, and a
         Generator is used as it is (and advanced).
@@ -415,7 +421,7 @@ def disc_game(n: int, rng: Any = None) -> MatrixGame:
     >>> int(np.linalg.matrix_rank(g.payoffs[0])), bool(np.abs(g.payoffs[0]).max() <= 1)
     (2, True)
     """
-    n = check_int(n, "n", minimum=1)
+    n = _check_n(n)
     gen = normalize_rng(rng)
     radius = np.sqrt(gen.random(n))
     angle = 2.0 * np.pi * gen.random(n)
@@ -431,7 +437,7 @@ def elo_game(n: int, rng: Any = None, *, noise: float = 0.0) -> MatrixGame:
     Parameters
     ----------
     n : int
-        Number of strategies (>= 1).
+        Number of strategies, 1 to 10000 (the payoff matrix is dense).
     rng : {None, int, numpy.random.Generator}, optional
         Source of randomness. ``None`` draws fresh OS entropy, an int seeds a new generator, and a
         Generator is used as it is (and advanced).
@@ -462,7 +468,7 @@ def elo_game(n: int, rng: Any = None, *, noise: float = 0.0) -> MatrixGame:
     >>> bool(np.allclose(g.payoffs[0], np.tanh((r[:, None] - r[None, :]) / 2)))
     True
     """
-    n = check_int(n, "n", minimum=1)
+    n = _check_n(n)
     noise = check_real(noise, "noise", low=0.0)
     gen = normalize_rng(rng)
     r = gen.standard_normal(n)
@@ -470,7 +476,10 @@ def elo_game(n: int, rng: Any = None, *, noise: float = 0.0) -> MatrixGame:
     M = 0.5 * (T - T.T)  # exactly antisymmetric whatever the rounding of tanh
     if noise > 0.0:
         N = gen.standard_normal((n, n))
-        M = M + (noise / math.sqrt(2.0)) * (N - N.T)
+        with np.errstate(over="ignore", invalid="ignore"):
+            M = M + (noise / math.sqrt(2.0)) * (N - N.T)
+        if not np.isfinite(M).all():
+            raise ValueError(f"`noise` is too large: the noisy payoffs overflow float64; got {noise!r}")
     return _symmetric_game(M, {"ratings": r})
 
 
@@ -497,7 +506,8 @@ def colonel_blotto(coins: int, fields: int) -> MatrixGame:
     coins : int
         Number of coins each player allocates (>= 1).
     fields : int
-        Number of battlefields (>= 3; with fewer, every pair of different allocations ties).
+        Number of battlefields (>= 3; with fewer, every pair of different allocations ties). The game
+        may have at most 20000 strategies (so ``coins < 20000`` and ``fields <= 20000``).
 
     Returns
     -------
@@ -525,14 +535,19 @@ def colonel_blotto(coins: int, fields: int) -> MatrixGame:
     array([[0, 0, 5],
            [5, 0, 0]])
     """
-    coins = check_int(coins, "coins", minimum=1)
+    # There are at least coins + 1 and at least fields allocations: bound both before counting them.
+    coins = check_int(coins, "coins", minimum=1, maximum=_MAX_BLOTTO - 1)
     fields = check_int(fields, "fields")
     if fields < 3:
         raise ValueError(f"`fields` must be >= 3 (with fewer fields every pair of allocations ties); got {fields}")
+    if fields > _MAX_BLOTTO:
+        raise ValueError(f"`fields` must be <= {_MAX_BLOTTO} (the game has at least `fields` strategies and its "
+                         f"payoff matrix is dense); got {fields}")
     size = math.comb(coins + fields - 1, fields - 1)
-    if size > 20_000:
-        raise ValueError(f"colonel_blotto({coins}, {fields}) would have {size} strategies; at most 20000 "
-                         "are supported (the payoff matrix is dense)")
+    if size > _MAX_BLOTTO:
+        count = str(size) if size < 10**15 else f"about 10^{math.log10(size):.1f}"
+        raise ValueError(f"`coins` and `fields`: colonel_blotto({coins}, {fields}) would have {count} strategies; "
+                         f"at most {_MAX_BLOTTO} are supported (the payoff matrix is dense)")
     alloc = _compositions(coins, fields)
     wins = np.zeros((size, size), dtype=np.int64)
     for f in range(fields):

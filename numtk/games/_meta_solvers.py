@@ -25,7 +25,8 @@ from scipy import linalg as sla
 from numtk._lib import normalize_rng
 from numtk._lib._validation import check_bool, check_int, check_option, check_real
 from numtk.games import _games_ext
-from numtk.games._lp import solve_matrix_game
+from numtk.games._lp import payoff_scale, solve_matrix_game
+from numtk.games._model import MAX_ITER
 from numtk.games._matrix_games import MatrixGame, _payoff_matrix, as_zero_sum
 
 __all__ = ["meta_strategy", "META_SOLVERS"]
@@ -43,6 +44,7 @@ _DEFAULTS: dict[str, dict[str, Any]] = {
 }
 _REL_TOL = 1e-12          # antisymmetry test, relative to max(1, max|G|)
 _SIMPLEX_TOL = 1e-6       # what a callable meta-solver's output may miss the simplex by
+_MAX_M = 10**9            # alpha-rank's population size m
 _MAX_PROFILES = 10_000    # alpha-rank, per-player: the dense chain on k0 * k1 profiles (800 MB at the cap)
 
 Strategy = Union[np.ndarray, "tuple[np.ndarray, np.ndarray]"]
@@ -109,7 +111,7 @@ def _clean(sigma: Any, length: int, what: str) -> np.ndarray:
 # the methods
 # --------------------------------------------------------------------------------------------------
 def _prd(G: np.ndarray, iterations: Any, dt: Any, gamma: Any):
-    iterations = check_int(iterations, "iterations", minimum=1)
+    iterations = check_int(iterations, "iterations", minimum=1, maximum=MAX_ITER)
     dt = check_real(dt, "dt", low=0.0, low_open=True)
     gamma = check_real(gamma, "gamma", low=0.0)
     k0, k1 = G.shape
@@ -163,7 +165,11 @@ def _stationary(C: np.ndarray) -> np.ndarray:
         M = np.vstack([(C - np.eye(K)).T, np.ones((1, K))])
         rhs = np.zeros(K + 1)
         rhs[-1] = 1.0
-        pi = np.linalg.lstsq(M, rhs, rcond=None)[0]
+        try:
+            pi = np.linalg.lstsq(M, rhs, rcond=None)[0]
+        except (np.linalg.LinAlgError, ValueError):
+            raise ValueError("`meta_game`: alpha-rank's Markov chain could not be solved (SVD did not "
+                             "converge); rescale the payoffs or lower `alpha`") from None
     pi = np.clip(pi, 0.0, None)
     return pi / pi.sum()
 
@@ -220,7 +226,7 @@ def _alpha_rank_multi(G: np.ndarray, alpha: float, m: int, inf_alpha: bool,
 
 def _alpha_rank(G: np.ndarray, shared: bool, alpha: Any, m: Any, inf_alpha: Any, epsilon: Any):
     alpha = check_real(alpha, "alpha", low=0.0)
-    m = check_int(m, "m", minimum=2)
+    m = check_int(m, "m", minimum=2, maximum=_MAX_M)
     inf_alpha = check_bool(inf_alpha, "inf_alpha")
     epsilon = check_real(epsilon, "epsilon", low=0.0, high=1.0, low_open=True, high_open=True)
     if shared:
@@ -229,12 +235,14 @@ def _alpha_rank(G: np.ndarray, shared: bool, alpha: Any, m: Any, inf_alpha: Any,
 
 
 def _rm_plus(G: np.ndarray, iterations: Any, tol: Any, predictive: Any, check_every: Any):
-    iterations = check_int(iterations, "iterations", minimum=1)
+    iterations = check_int(iterations, "iterations", minimum=1, maximum=MAX_ITER)
     tol = check_real(tol, "tol", low=0.0)
     predictive = check_bool(predictive, "predictive")
-    check_every = check_int(check_every, "check_every", minimum=1)
-    x, y, _, _, _ = _games_ext.rm_plus(G, max_iter=iterations, tol=tol, check_every=check_every,
-                                       predictive=predictive)
+    check_every = check_int(check_every, "check_every", minimum=1, maximum=MAX_ITER)
+    # RM+ is invariant under scaling the payoffs; tiny (denormal) or huge ones are scaled first.
+    scale = payoff_scale(G)
+    x, y, _, _, _ = _games_ext.rm_plus(G if scale == 1.0 else G / scale, max_iter=iterations, tol=tol / scale,
+                                       check_every=check_every, predictive=predictive)
     return x, y
 
 
@@ -245,8 +253,9 @@ def _call(method: Callable, G: np.ndarray, shared: bool, rng: Any, options: dict
         takes_rng = any(p.name == "rng" or p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
     except (TypeError, ValueError):  # builtins without a signature
         takes_rng = False
+    gen = normalize_rng(rng)  # validated even when the callable does not take it
     if takes_rng:
-        kwargs["rng"] = normalize_rng(rng)
+        kwargs["rng"] = gen
     view = G.copy()
     view.flags.writeable = False
     out = method(view, **kwargs)
@@ -300,7 +309,8 @@ def meta_strategy(meta_game: ArrayLike | MatrixGame, method: str | Callable = "n
     rng : {None, int, numpy.random.Generator}, optional
         Passed to a callable ``method`` that accepts it; the built-in methods are deterministic.
     **options
-        The method's options listed above; others raise ``TypeError``.
+        The method's options listed above; others raise ``TypeError``. Iteration counts
+        (``iterations``, ``check_every``) are at most 1e8 and alpha-Rank's ``m`` at most 1e9.
 
     Returns
     -------

@@ -9,11 +9,12 @@ import numpy as np
 from scipy import optimize, sparse
 
 from numtk._lib import Result, normalize_rng
-from numtk._lib._validation import check_int, check_option, check_real
+from numtk._lib._validation import as_array, check_bool, check_int, check_option, check_real
 from numtk.games import _games_ext
-from numtk.games._lp import LPError, clean_simplex, highs_method_for, solve_matrix_game
+from numtk.games._exploitability import check_strategy
+from numtk.games._lp import _HIGHS_METHODS, LPError, clean_simplex, highs_method_for, payoff_scale, solve_matrix_game
 from numtk.games._matrix_games import MatrixGame
-from numtk.games._model import GameModel, model_of
+from numtk.games._model import MAX_ITER, GameModel, check_callback, check_options, model_of
 
 __all__ = ["nash_equilibrium", "NASH_METHODS", "sequence_form_lp"]
 
@@ -100,10 +101,12 @@ def nash_equilibrium(game: Any, method: str = "lp", *, tol: float | None = None,
         sequence form (compiled; on a matrix game it is RM+). ``'double_oracle'``: McMahan, Gordon &
         Blum's restricted-game iteration with exact best responses (matrix and extensive-form).
     tol : float, optional
-        Target NashConv (payoff units) of the iterative methods. Defaults: 1e-6 ('rm+', 'cfr+'),
-        1e-9 ('double_oracle').
+        Target NashConv (payoff units, finite, >= 0) of the iterative methods. Defaults: 1e-6
+        ('rm+', 'cfr+'), 1e-9 ('double_oracle').
     max_iter : int, optional
-        Iteration cap: 100000 for 'rm+', 1000 for 'cfr+', 10000 for 'double_oracle'.
+        Iteration cap (1 to 1e8): 100000 for 'rm+', 1000 for 'cfr+', 10000 for 'double_oracle'.
+        ``tol``, ``max_iter``, ``rng`` and ``callback`` are validated whatever the method, also
+        where it does not use them.
     rng : None, int or numpy.random.Generator
         Double oracle only: with an ``rng``, a matrix game's starting strategies are drawn at random
         (default: the first strategy of each player; extensive-form games start from uniform).
@@ -143,8 +146,15 @@ def nash_equilibrium(game: Any, method: str = "lp", *, tol: float | None = None,
     (-0.055555556, True)
     """
     method = check_option(method, "method", NASH_METHODS)
+    # Every keyword is checked when given, whether or not ``method`` uses it.
+    if tol is not None:
+        tol = check_real(tol, "tol", low=0.0)
+    if max_iter is not None:
+        max_iter = check_int(max_iter, "max_iter", minimum=1, maximum=MAX_ITER)
+    gen = None if rng is None else normalize_rng(rng)
+    check_callback(callback)
+    options = check_options(options)
     model = model_of(game)
-    options = dict(options or {})
     matrix = isinstance(game, MatrixGame)
     t0 = time.perf_counter()
     history = np.empty(0)
@@ -152,7 +162,7 @@ def nash_equilibrium(game: Any, method: str = "lp", *, tol: float | None = None,
     r0 = r1 = None
 
     if method == "lp":
-        highs_method = options.pop("highs_method", "auto" if matrix else "highs")
+        highs_method = _highs(options.pop("highs_method", "auto" if matrix else "highs"))
         _no_options(options)
         if matrix:
             x, y, value = solve_matrix_game(model.dense, highs_method=highs_method)
@@ -162,42 +172,47 @@ def nash_equilibrium(game: Any, method: str = "lp", *, tol: float | None = None,
     elif method == "rm+" or (method == "cfr+" and matrix):
         if not matrix:
             raise ValueError("`method='rm+'` solves matrix games; use 'cfr+' for extensive-form games")
-        tol = 1e-6 if tol is None else check_real(tol, "tol", low=0.0)
-        max_iter = 100_000 if max_iter is None else check_int(max_iter, "max_iter", minimum=1)
+        tol = 1e-6 if tol is None else tol
+        max_iter = 100_000 if max_iter is None else max_iter
         m, n = model.dense.shape
-        predictive = bool(options.pop("predictive", False))
-        check_every = check_int(options.pop("check_every", 10), "options['check_every']", minimum=1)
-        x0 = options.pop("x0", None)
-        y0 = options.pop("y0", None)
+        predictive = check_bool(options.pop("predictive", False), "options['predictive']")
+        check_every = check_int(options.pop("check_every", 10), "options['check_every']", minimum=1,
+                                maximum=MAX_ITER)
+        x0 = _start(options.pop("x0", None), m, "options['x0']")
+        y0 = _start(options.pop("y0", None), n, "options['y0']")
         _no_options(options)
+        # RM+ is invariant under scaling the payoffs; tiny (denormal) or huge ones are scaled first.
+        scale = payoff_scale(model.dense)
+        dense = model.dense if scale == 1.0 else model.dense / scale
         x, y, n_iter, gap, history = _games_ext.rm_plus(
-            model.dense, max_iter=max_iter, tol=tol, check_every=check_every, predictive=predictive,
-            x0=None if x0 is None else np.asarray(x0, float), y0=None if y0 is None else np.asarray(y0, float))
+            dense, max_iter=max_iter, tol=tol / scale, check_every=check_every, predictive=predictive,
+            x0=x0, y0=y0)
+        gap, history = gap * scale, np.asarray(history) * scale
         r0, r1 = model.strategy_plan(clean_simplex(x)), model.strategy_plan(clean_simplex(y))
         value = model.expected_payoff(r0, r1)
         success = gap <= tol
         message = "gap below tol" if success else "maximum number of iterations reached"
     elif method == "cfr+":
-        tol = 1e-6 if tol is None else check_real(tol, "tol", low=0.0)
-        max_iter = 1000 if max_iter is None else check_int(max_iter, "max_iter", minimum=1)
-        delay = check_int(options.pop("delay", 0), "options['delay']", minimum=0)
-        check_every = check_int(options.pop("check_every", 10), "options['check_every']", minimum=1)
+        tol = 1e-6 if tol is None else tol
+        max_iter = 1000 if max_iter is None else max_iter
+        delay = check_int(options.pop("delay", 0), "options['delay']", minimum=0, maximum=MAX_ITER)
+        check_every = check_int(options.pop("check_every", 10), "options['check_every']", minimum=1,
+                                maximum=MAX_ITER)
         _no_options(options)
         r0, r1, n_iter, gap, history, _ = model.native.cfr_plus(max_iter, tol, check_every, delay)
         value = model.expected_payoff(r0, r1)
         success = gap <= tol
         message = "gap below tol" if success else "maximum number of iterations reached"
     else:  # double oracle
-        tol = 1e-9 if tol is None else check_real(tol, "tol", low=0.0)
-        max_iter = 10_000 if max_iter is None else check_int(max_iter, "max_iter", minimum=1)
-        highs_method = options.pop("highs_method", "auto")
+        tol = 1e-9 if tol is None else tol
+        max_iter = 10_000 if max_iter is None else max_iter
+        highs_method = _highs(options.pop("highs_method", "auto"))
         _no_options(options)
         if matrix:
             m, n = model.dense.shape
-            if rng is None:
+            if gen is None:
                 i0, j0 = 0, 0
             else:
-                gen = normalize_rng(rng)
                 i0, j0 = int(gen.integers(m)), int(gen.integers(n))
             R0, R1 = model.pure_plans([i0], 0), model.pure_plans([j0], 1)
         else:
@@ -214,6 +229,18 @@ def nash_equilibrium(game: Any, method: str = "lp", *, tol: float | None = None,
     return Result(strategies=strategies, value=float(value), gap=gap, exploitability=gap / 2, n_iter=int(n_iter),
                   method=method, success=bool(success), message=message, history=np.asarray(history),
                   time=time.perf_counter() - t0, **extra)
+
+
+def _highs(value: Any) -> str:
+    return check_option(value, "options['highs_method']", _HIGHS_METHODS)
+
+
+def _start(value: Any, length: int, name: str) -> np.ndarray | None:
+    """A starting strategy of RM+ (None: uniform), as a float64 vector."""
+    if value is None:
+        return None
+    check_strategy(value, length, name)
+    return np.array(as_array(value, name), dtype=np.float64)
 
 
 def _no_options(options: dict) -> None:

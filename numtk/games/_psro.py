@@ -18,12 +18,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from numtk._lib import Result, normalize_rng, progress_bar
+from numtk._lib import Result, n_threads, normalize_rng, progress_bar
 from numtk._lib._validation import check_bool, check_int, check_option, check_real
 from numtk.games._lp import clean_simplex
 from numtk.games._matrix_games import MatrixGame
-from numtk.games._meta_solvers import meta_strategy
-from numtk.games._model import GameModel, model_of
+from numtk.games._meta_solvers import META_SOLVERS, meta_strategy
+from numtk.games._model import GameModel, check_callback, check_options, model_of
 from numtk.games._population_exploitability import pe_lp
 from numtk.games._psd import psd_response
 
@@ -31,6 +31,8 @@ __all__ = ["psro", "PSRO_VARIANTS", "Population"]
 
 PSRO_VARIANTS = ("psro", "psro_rn", "pipeline", "anytime", "psd", "global")
 _CONVENTIONS = ("exploitability", "nash_conv")
+MAX_ITERATIONS = 100_000   # expansion steps: the meta-game is dense in the population size
+MAX_CANDIDATES = 10_000    # Global PSRO's Dirichlet candidates (and pipeline learners) per iteration
 
 
 class Population:
@@ -206,11 +208,12 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
         ``oracle(game, population, targets, *, rng) -> list[policy]`` gets the members and a list of
         weight vectors over them and returns one policy (strategy id for matrix games) per target.
     iterations : int
-        Number of expansion steps (the run also stops at ``options['max_policies']``, at PE <=
+        Number of expansion steps, 0 to 100000 (the run also stops at ``options['max_policies']``, at PE <=
         ``options['tol']`` (1e-10), when no new policy can be added, or on ``StopIteration`` from
         ``callback``).
     n_candidates : int
-        Global PSRO: the number of Dirichlet meta-strategies explored per iteration.
+        Global PSRO: the number of Dirichlet meta-strategies explored per iteration, 0 to 10000
+        (checked with every variant).
     rng : None, int or numpy.random.Generator
         Initial pure strategy of a matrix game, Dirichlet draws, PSD coin flips.
     progress : bool
@@ -218,7 +221,7 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
     callback : callable, optional
         Called after each iteration with the intermediate Result; raise ``StopIteration`` to stop.
     workers : int or map-like callable
-        Global PSRO: spreads the candidate PE LPs.
+        Global PSRO: spreads the candidate PE LPs (an int count is checked with every variant).
     convention : {'exploitability', 'nash_conv'}
         Units of ``history['exploitability']``, ``['nash_exploitability']`` and ``['pe']``.
     populations : {'shared', 'per_player'}
@@ -239,7 +242,9 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
         ``meta_strategies`` (the reported mixture for each history entry), ``strategy`` (the final
         reported mixture and its aggregated policy), ``history`` (dict of arrays:
         ``population_size``, ``exploitability`` of the reported mixture, ``nash_exploitability``,
-        ``pe``, ``n_added``, ``time``; ``candidate_pe`` for Global PSRO), ``n_iter``, ``status``,
+        ``pe``, ``n_added``, ``time``; ``candidate_pe`` for Global PSRO: per iteration, every
+        candidate's post-expansion PE, NaN for a candidate that was not scored because it is
+        already a member or duplicates an earlier candidate), ``n_iter``, ``status``,
         ``message``.
 
     References
@@ -260,42 +265,56 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
     """
     from numtk.games._global_psro import global_step
 
+    # Every argument is checked before any work, whether or not the variant uses it.
     variant = check_option(variant, "variant", PSRO_VARIANTS)
     convention = check_option(convention, "convention", _CONVENTIONS)
-    iterations = check_int(iterations, "iterations", minimum=0)
-    n_candidates = check_int(n_candidates, "n_candidates", minimum=0)
+    iterations = check_int(iterations, "iterations", minimum=0, maximum=MAX_ITERATIONS)
+    n_candidates = check_int(n_candidates, "n_candidates", minimum=0, maximum=MAX_CANDIDATES)
     progress = check_bool(progress, "progress") if not isinstance(progress, dict) else progress
-    if not (callable(meta_solver) or isinstance(meta_solver, str)):
+    if isinstance(meta_solver, str):
+        check_option(meta_solver, "meta_solver", META_SOLVERS)
+    elif not callable(meta_solver):
         raise TypeError("`meta_solver` must be a name or a callable f(G) -> sigma")
-    if not (callable(oracle) or oracle == "exact"):
+    if not (callable(oracle) or (isinstance(oracle, str) and oracle == "exact")):
         raise ValueError("`oracle` must be 'exact' or a callable oracle(game, population, targets, *, rng)")
     populations = check_option(populations, "populations", ("shared", "per_player"))
-    model = model_of(game)
+    check_callback(callback)
+    if not callable(workers):
+        n_threads(workers)  # validates the count (a map-like callable is checked when it is called)
+    options = check_options(options)
     gen = normalize_rng(rng)
     if populations == "per_player":
         if variant not in ("psro", "pipeline") or oracle != "exact":
             raise ValueError("`populations='per_player'` runs variant='psro' with the exact oracle (double oracle "
                              "with the 'nash' meta-solver); the other variants use shared populations")
-        return _psro_per_player(game, model, meta_solver, iterations, gen, progress, callback, convention,
-                                dict(options or {}))
-    if isinstance(game, MatrixGame) and not game.is_symmetric:
-        raise ValueError("`game`: shared populations (each member plays both seats) need a symmetric matrix "
-                         "game; use populations='per_player'")
-    options = dict(options or {})
+        return _psro_per_player(game, model_of(game), meta_solver, iterations, gen, progress, callback, convention,
+                                options)
     max_policies = options.pop("max_policies", None)
     if max_policies is not None:
         max_policies = check_int(max_policies, "options['max_policies']", minimum=1)
     tol = check_real(options.pop("tol", 1e-10), "options['tol']", low=0.0)
     record_pe = check_bool(options.pop("record_pe", True), "options['record_pe']")
-    meta_options = dict(options.pop("meta_options", {}) or {})
-    n_learners = check_int(options.pop("n_learners", 2), "options['n_learners']", minimum=1)
+    meta_options = check_options(options.pop("meta_options", None), "options['meta_options']")
+    n_learners = check_int(options.pop("n_learners", 2), "options['n_learners']", minimum=1,
+                           maximum=MAX_CANDIDATES)
     support_tol = check_real(options.pop("support_tol", 1e-9), "options['support_tol']", low=0.0)
     p_diversity = check_real(options.pop("p_diversity", 0.15), "options['p_diversity']", low=0.0, high=1.0)
     lam = check_real(options.pop("lambda", 0.1), "options['lambda']", low=0.0)
     eps = check_real(options.pop("epsilon", 1e-3), "options['epsilon']", low=0.0, high=1.0)
     global_options = {k: options.pop(k) for k in ("dirichlet_alpha", "tie_tol", "rollout", "highs_method")
                       if k in options}
-    highs_method = global_options.get("highs_method", "auto")
+    if "dirichlet_alpha" in global_options:
+        check_real(global_options["dirichlet_alpha"], "options['dirichlet_alpha']", low=0.0, low_open=True)
+    if "tie_tol" in global_options:
+        check_real(global_options["tie_tol"], "options['tie_tol']", low=0.0)
+    if "rollout" in global_options:
+        check_bool(global_options["rollout"], "options['rollout']")
+    highs_method = check_option(global_options.get("highs_method", "auto"), "options['highs_method']",
+                                ("auto", "highs", "highs-ds", "highs-ipm"))
+    model = model_of(game)
+    if isinstance(game, MatrixGame) and not game.is_symmetric:
+        raise ValueError("`game`: shared populations (each member plays both seats) need a symmetric matrix "
+                         "game; use populations='per_player'")
     pop = Population(model, game)
     _initial_population(pop, options, gen)
     if options:
@@ -437,7 +456,7 @@ def _psro_per_player(game: Any, model: GameModel, meta_solver: Any, iterations: 
         max_policies = check_int(max_policies, "options['max_policies']", minimum=2)
     tol = check_real(options.pop("tol", 1e-10), "options['tol']", low=0.0)
     record_pe = check_bool(options.pop("record_pe", True), "options['record_pe']")
-    meta_options = dict(options.pop("meta_options", {}) or {})
+    meta_options = check_options(options.pop("meta_options", None), "options['meta_options']")
     init = options.pop("init", None)
     if options:
         raise ValueError(f"`options`: unknown keys {sorted(options)} (per-player PSRO takes init, max_policies, "
@@ -445,7 +464,12 @@ def _psro_per_player(game: Any, model: GameModel, meta_solver: Any, iterations: 
     matrix = not model.extensive
     if matrix:
         m, n = model.n_sequences[0] - 1, model.n_sequences[1] - 1
-        ids = (int(gen.integers(m)), int(gen.integers(n))) if init is None else tuple(int(i) for i in init)
+        if init is None:
+            ids = (int(gen.integers(m)), int(gen.integers(n)))
+        else:
+            if isinstance(init, (str, bytes)) or not hasattr(init, "__len__") or len(init) != 2:
+                raise TypeError("`options['init']` must be a pair of strategy ids (player 0's, player 1's)")
+            ids = tuple(check_int(i, "options['init']") for i in init)
         if not (0 <= ids[0] < m and 0 <= ids[1] < n):
             raise ValueError(f"`options['init']` must be a pair of strategy ids in [0, {m}) x [0, {n})")
         R = [model.pure_plans([ids[0]], 0), model.pure_plans([ids[1]], 1)]
