@@ -24,9 +24,15 @@ from numtk._lib._validation import as_array, check_bool, check_int, check_option
 from numtk.counterfactual._common import (
     InfeasibleRecourseError,
     as_points,
+    available_bytes,
+    check_finite_result,
+    check_magnitude,
+    check_solver,
+    check_solver_options,
     linear_score,
     mutable_bounds,
     mutable_mask,
+    row_norms,
     threshold,
 )
 
@@ -50,15 +56,19 @@ def _setup(X: Any, w: Any, b: Any, *, confidence: Any, margin: Any, target: Any,
     """
     w, b, _ = linear_score((w, b), target, name="(w, b)")
     tau = threshold(confidence, margin)
-    X = as_points(X, "X", n_features=w.shape[0])
+    X = as_points(X, "X", n_features=w.shape[0], source="`w`")
     d = X.shape[1]
     mask = mutable_mask(immutable, d)
     ob = mutable_bounds(bounds, X, mask, stacklevel=4)
     lo, hi = ob if ob is not None else (np.full(d, -np.inf), np.full(d, np.inf))
     bounded = bool(np.isfinite(lo).any() or np.isfinite(hi).any())
-    s = X @ w + b
-    return SimpleNamespace(X=X, w=w, b=b, tau=tau, mask=mask, lo=lo, hi=hi, bounded=bounded, s=s,
-                           m=tau - s)
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = X @ w + b
+        m = tau - s
+    if not (np.all(np.isfinite(s)) and np.all(np.isfinite(m))):
+        raise ValueError("the scores `w @ x + b` (or their distance to the threshold) overflow float64 "
+                         "for these `X`, `w` and `b`; rescale them")
+    return SimpleNamespace(X=X, w=w, b=b, tau=tau, mask=mask, lo=lo, hi=hi, bounded=bounded, s=s, m=m)
 
 
 def _score_margin(X: np.ndarray, P: SimpleNamespace) -> np.ndarray:
@@ -68,7 +78,7 @@ def _score_margin(X: np.ndarray, P: SimpleNamespace) -> np.ndarray:
     ``sum_k |w_k x_k| <= |w| |x|`` (Cauchy-Schwarz, one pass without temporaries) and a factor 2.
     """
     grow = 2.0 * (P.w.size + 2) * np.finfo(np.float64).eps
-    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    norms = row_norms(X)
     return grow * (abs(P.b) + abs(P.tau) + float(np.linalg.norm(P.w)) * norms)
 
 
@@ -118,14 +128,22 @@ def _polish_validity(Xcf: np.ndarray, P: SimpleNamespace) -> np.ndarray:
 def _resolve_pairs(pairs: Any, X: np.ndarray, n_landmarks: Any, rng: Any) -> np.ndarray:
     """The constrained pairs as an (n_P, 2) int64 array with ``i < j``, sorted and without repeats."""
     n = X.shape[0]
+    if n_landmarks is not None:  # validated even when `pairs` does not use it
+        n_landmarks = check_int(n_landmarks, "n_landmarks", minimum=1, maximum=n)
+    gen = normalize_rng(rng)
     if isinstance(pairs, str):
         check_option(pairs, "pairs", ("all", "landmarks"))
+        n_pairs = n * (n - 1) // 2 if pairs == "all" else n * (n_landmarks or int(np.ceil(np.sqrt(n))))
+        need = 64 * n_pairs  # the index pairs, their distances and the solver's rows, in 8-byte words
+        if need > available_bytes():
+            raise ValueError(f"`pairs`={pairs!r} gives {n_pairs} pairs for the {n} rows of `X`, whose "
+                             f"constraints need about {need / 2**30:.1f} GiB, more than is available; "
+                             "use pairs='landmarks' (or fewer `n_landmarks`) or an explicit pair array")
         if pairs == "all":
             i, j = np.triu_indices(n, 1)
             return np.column_stack([i, j]).astype(np.int64)
-        m = int(np.ceil(np.sqrt(n))) if n_landmarks is None else check_int(n_landmarks, "n_landmarks",
-                                                                           minimum=1, maximum=n)
-        land = _farthest_points(X, m, normalize_rng(rng))
+        m = int(np.ceil(np.sqrt(n))) if n_landmarks is None else n_landmarks
+        land = _farthest_points(X, m, gen)
         i = np.repeat(np.arange(n, dtype=np.int64), land.size)
         j = np.tile(land, n)
     else:
@@ -135,7 +153,9 @@ def _resolve_pairs(pairs: Any, X: np.ndarray, n_landmarks: Any, rng: Any) -> np.
         if arr.ndim != 2 or arr.shape[1] != 2:
             raise ValueError(f"`pairs` must be 'all', 'landmarks' or an integer array of shape (n_pairs, 2); "
                              f"got shape {arr.shape}")
-        if arr.min() < 0 or arr.max() >= n:
+        if arr.dtype == bool:
+            raise TypeError("`pairs` must hold integer point indices; got a boolean array")
+        if int(arr.min()) < 0 or int(arr.max()) >= n:
             raise ValueError(f"`pairs` holds a point index outside [0, {n})")
         i, j = arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64)
         if np.any(i == j):
@@ -176,6 +196,12 @@ def _pair_sqdist(X: np.ndarray, pairs: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 def _wachter(P: SimpleNamespace) -> Result:
+    """Wachter's point set for the normalised inputs; a ValueError when it overflows float64."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _wachter_impl(P)
+
+
+def _wachter_impl(P: SimpleNamespace) -> Result:
     X, w, mask, m = P.X, P.w, P.mask, P.m
     n, d = X.shape
     wM = np.where(mask, w, 0.0)
@@ -216,12 +242,16 @@ def _wachter(P: SimpleNamespace) -> Result:
         Xcf = c
         Xcf += X
         method = "knapsack"
+    check_finite_result("`X`, `w`, `b` (and `margin`/`confidence`)", counterfactuals=Xcf)
     changed = _polish_validity(Xcf, P)
     if changed.size:
         diff = Xcf[changed] - X[changed]
         costs[changed] = np.einsum("ij,ij->i", diff, diff)
+    total = float(np.sum(costs))
+    check_finite_result("`X`, `w`, `b` (and `margin`/`confidence`)", counterfactuals=Xcf,
+                        **{"squared displacements": costs, "total cost": total})
     score = Xcf @ w + P.b
-    return Result(x_cf=Xcf, cost=float(costs.sum()), costs=costs, valid=score >= P.tau,
+    return Result(x_cf=Xcf, cost=total, costs=costs, valid=score >= P.tau,
                   status="trivial" if not costs.any() else "optimal", problem_class="QP",
                   method=method, dual=2.0 * mu, threshold=P.tau)
 
@@ -450,10 +480,9 @@ def lipschitz_counterfactuals(X: Any, w: Any, b: Any, *, lipschitz: float = 2.0,
                bounds=bounds)
     L = check_real(lipschitz, "lipschitz", low=0.0, low_open=True)
     shortcut = check_bool(shortcut, "shortcut")
-    if not isinstance(solver, str):
-        raise TypeError(f"`solver` must be a cvxpy solver name (str); got {type(solver).__name__}")
-    if solver_options is not None and not isinstance(solver_options, dict):
-        raise TypeError("`solver_options` must be a dict or None")
+    check_solver(solver, default="clarabel")
+    check_solver_options(solver_options)
+    check_magnitude(P.X, P.m)
     pair_arr = _resolve_pairs(pairs, P.X, n_landmarks, rng)
     wres = _wachter(P)  # raises InfeasibleRecourseError for unreachable rows
     X, mask = P.X, P.mask

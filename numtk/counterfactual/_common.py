@@ -6,11 +6,12 @@ with the target class on the positive side and one threshold ``tau`` is all the 
 
 from __future__ import annotations
 
+import numbers
+import os
+import warnings
 from typing import Any
 
 import numpy as np
-
-import warnings
 
 from numtk._lib._validation import as_array, check_finite, check_real
 from numtk._lib._warnings import NumtkWarning
@@ -24,7 +25,24 @@ __all__ = [
     "as_points",
     "coefficients",
     "mutable_bounds",
+    "row_norms",
+    "check_solver",
+    "check_solver_options",
+    "check_magnitude",
+    "check_finite_result",
+    "available_bytes",
+    "MAX_COUNT",
+    "MAX_DISTORTION",
 ]
+
+# Iteration limits and other counts are capped here (the compiled kernels count in C ints).
+MAX_COUNT = 2**31 - 1
+# The largest distortion bound K: above it, 1/K - 1 rounds to -1 and the lower singular-value
+# bound 1/K is lost to rounding (1/K = 1e-8 keeps it to about 1e-8 relative).
+MAX_DISTORTION = 1e8
+# Inputs whose entries (or margin deficits) exceed this cannot be fitted by the solvers without
+# squares overflowing float64 (2**500 ~ 3.3e150; its square is far below the float64 maximum).
+_HUGE = 2.0**500
 
 
 class InfeasibleRecourseError(ValueError):
@@ -39,16 +57,20 @@ class InfeasibleRecourseError(ValueError):
         self.rows = rows
 
 
-def as_points(X: Any, name: str = "X", *, min_rows: int = 1, n_features: int | None = None) -> np.ndarray:
-    """A finite 2-D float64 array with at least ``min_rows`` rows (and ``n_features`` columns)."""
-    arr = as_array(X, name, ndim=2)
+def as_points(X: Any, name: str = "X", *, min_rows: int = 1, n_features: int | None = None,
+              source: str = "the classifier") -> np.ndarray:
+    """A finite 2-D float64 array with at least ``min_rows`` rows (and ``n_features`` columns).
+
+    ``source`` names where ``n_features`` comes from (e.g. "`w`"), for the message of a mismatch.
+    """
+    arr = as_array(X, name, ndim=2, kinds="iuf")
     arr = np.asarray(arr, dtype=np.float64)
     if arr.shape[0] < min_rows:
         raise ValueError(f"`{name}` must have at least {min_rows} row(s); got shape {arr.shape}")
     if arr.shape[1] < 1:
         raise ValueError(f"`{name}` must have at least one column (feature); got shape {arr.shape}")
     if n_features is not None and arr.shape[1] != n_features:
-        raise ValueError(f"`{name}` has {arr.shape[1]} features; the classifier has {n_features}")
+        raise ValueError(f"`{name}` has {arr.shape[1]} features; {source} has {n_features} coefficients")
     check_finite(arr, name)
     return arr
 
@@ -58,7 +80,7 @@ def coefficients(w: Any, b: Any, n_features: int | None = None, *, data: str = "
 
     With ``n_features``, ``w`` must have that many coefficients (``data`` names the array they come from).
     """
-    w = as_array(w, "w", ndim=None)
+    w = as_array(w, "w", ndim=None, kinds="iuf")
     if w.ndim == 2 and w.shape[0] == 1:  # a scikit-learn coef_ of a binary model
         w = w[0]
     if w.ndim != 1:
@@ -97,7 +119,11 @@ def linear_score(classifier: Any, target: Any = None, *, name: str = "classifier
                 raise ValueError(f"`{name}` must be a binary classifier; it has {len(classes)} classes")
             if target is None:
                 target = classes[1]
-            if target not in classes:
+            try:
+                known = any(bool(target == c) for c in classes)
+            except (ValueError, TypeError):  # an array or an object without a scalar ==
+                known = False
+            if not known:
                 raise ValueError(f"`target` must be one of the classifier's classes {classes}; got {target!r}")
             sign = 1.0 if target == classes[1] else -1.0
         else:
@@ -116,18 +142,26 @@ def linear_score(classifier: Any, target: Any = None, *, name: str = "classifier
 
 
 def _pair_target(target):
-    if target is None or target == 1 or target is True:
+    if target is None:
         return 1, 1.0
-    if target == 0 or target is False:
-        return 0, -1.0
-    raise ValueError(f"`target` must be 0 or 1 for a (w, b) pair; got {target!r}")
+    if isinstance(target, (bool, np.bool_)):
+        return (1, 1.0) if target else (0, -1.0)
+    if isinstance(target, numbers.Real) and not isinstance(target, complex) and target in (0, 1):
+        return (1, 1.0) if target == 1 else (0, -1.0)
+    shown = repr(target) if not isinstance(target, np.ndarray) else f"an array of shape {target.shape}"
+    raise ValueError(f"`target` must be 0 or 1 for a (w, b) pair; got {shown[:80]}")
 
 
-def threshold(confidence: Any, margin: Any = None) -> float:
-    """The score threshold tau: ``margin`` if given, else ``log(confidence / (1 - confidence))``."""
+def threshold(confidence: Any, margin: Any = None, *, name: str = "confidence") -> float:
+    """The score threshold tau: ``margin`` if given, else ``log(confidence / (1 - confidence))``.
+
+    ``confidence`` (named ``name`` in messages) is validated even when ``margin`` replaces it;
+    ``None`` is accepted for it only together with a ``margin``.
+    """
+    if margin is None or confidence is not None:
+        alpha = check_real(confidence, name, low=0.0, high=1.0, low_open=True, high_open=True)
     if margin is not None:
         return check_real(margin, "margin")
-    alpha = check_real(confidence, "confidence", low=0.0, high=1.0, low_open=True, high_open=True)
     return float(np.log(alpha) - np.log1p(-alpha))
 
 
@@ -136,7 +170,18 @@ def mutable_mask(immutable: Any, n_features: int, feature_names: Any = None) -> 
     mask = np.ones(n_features, dtype=bool)
     if immutable is None:
         return mask
-    imm = np.asarray(immutable)
+    if isinstance(immutable, str):
+        immutable = [immutable]
+    try:
+        imm = np.asarray(immutable)
+    except (ValueError, TypeError) as e:
+        raise TypeError(f"`immutable` must be a 1-D array of integer indices, feature names or a boolean "
+                        f"mask; {e}") from None
+    if imm.dtype.kind in "fc" and imm.size:
+        raise TypeError(f"`immutable` must hold integer indices, feature names or a boolean mask; "
+                        f"got dtype {imm.dtype}")
+    if imm.ndim > 1:
+        raise ValueError(f"`immutable` must be 1-D (indices, names or a mask); got shape {imm.shape}")
     if imm.size == 0:
         return mask
     if imm.dtype == bool:
@@ -149,16 +194,22 @@ def mutable_mask(immutable: Any, n_features: int, feature_names: Any = None) -> 
         names = list(np.asarray(feature_names).tolist())
         idx = []
         for nm in imm.ravel().tolist():
-            if nm not in names:
+            if not isinstance(nm, str) or nm not in names:
                 raise ValueError(f"`immutable` names an unknown feature {nm!r}")
             idx.append(names.index(nm))
         imm = np.asarray(idx, dtype=np.intp)
     if imm.dtype.kind not in "iu":
         raise TypeError(f"`immutable` must hold integer indices, feature names or a boolean mask; "
                         f"got dtype {imm.dtype}")
+    if imm.dtype.kind == "u" and np.any(imm > np.iinfo(np.int64).max):
+        raise ValueError(f"`immutable` holds an index outside [0, {n_features})")
     imm = imm.ravel().astype(np.int64)
     if np.any(imm < -n_features) or np.any(imm >= n_features):
         raise ValueError(f"`immutable` holds an index outside [0, {n_features})")
+    imm = np.where(imm < 0, imm + n_features, imm)
+    uniq, counts = np.unique(imm, return_counts=True)
+    if np.any(counts > 1):
+        raise ValueError(f"`immutable` repeats feature indices {uniq[counts > 1][:10].tolist()}")
     mask[imm] = False
     return mask
 
@@ -174,7 +225,10 @@ def output_bounds(bounds: Any, n_features: int):
         raise TypeError("`bounds` must be a pair (lo, hi) of scalars or arrays of length n_features")
     out = []
     for side, default, label in ((bounds[0], -np.inf, "lo"), (bounds[1], np.inf, "hi")):
-        v = np.full(n_features, default) if side is None else np.asarray(side, dtype=np.float64)
+        if side is None:
+            v = np.full(n_features, default)
+        else:
+            v = np.asarray(as_array(side, f"bounds ({label})", ndim=None, kinds="iuf"), dtype=np.float64)
         if v.ndim == 0:
             v = np.full(n_features, float(v))
         if v.shape != (n_features,):
@@ -214,3 +268,98 @@ def mutable_bounds(bounds: Any, X: np.ndarray, mutable: np.ndarray, *, stackleve
     if np.all(np.isneginf(lo)) and np.all(np.isposinf(hi)):
         return None
     return lo, hi
+
+
+# --------------------------------------------------------------------------------------------
+# overflow-safe arithmetic and shared checks
+# --------------------------------------------------------------------------------------------
+
+def row_norms(A: np.ndarray) -> np.ndarray:
+    """Euclidean norms of the rows of ``A`` without overflow or underflow of the squares.
+
+    Each row is divided by a power of two near its largest magnitude (exact), squared, summed and
+    scaled back, like ``hypot``: finite whenever the norm itself is representable.
+    """
+    if A.shape[0] == 0 or A.shape[1] == 0:
+        return np.zeros(A.shape[0])
+    amax = np.max(np.abs(A), axis=1)
+    _, e = np.frexp(np.where(amax > 0, amax, 1.0))
+    scale = np.ldexp(1.0, e)
+    S = A / scale[:, None]
+    with np.errstate(over="ignore"):
+        return np.sqrt(np.einsum("ij,ij->i", S, S)) * scale
+
+
+def available_bytes() -> int:
+    """Memory this process may still allocate: free physical memory, capped by its address-space limit."""
+    avail = None
+    try:
+        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        pass
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            avail = soft if avail is None else min(avail, soft)
+    except (ImportError, ValueError, OSError):
+        pass
+    return int(avail) if avail is not None else 2**40
+
+
+def check_solver(solver: Any, name: str = "solver", *, allow_none: bool = False,
+                 default: str | None = None) -> str | None:
+    """``solver`` must be a string (or None); a name other than ``default``/'native' must be a
+    cvxpy solver installed here (checked only when cvxpy is installed: else the ImportError of the
+    feature that needs it says how to install it)."""
+    if solver is None and allow_none:
+        return None
+    if not isinstance(solver, str):
+        raise TypeError(f"`{name}` must be a cvxpy solver name (str){' or None' if allow_none else ''}; "
+                        f"got {type(solver).__name__}")
+    up = solver.upper()
+    if up == "NATIVE" or (default is not None and up == default.upper()):
+        return solver
+    from numtk._lib._optional import has_module
+
+    if has_module("cvxpy"):
+        from numtk._lib._optional import import_optional
+
+        cp = import_optional("cvxpy", purpose=f"`{name}`={solver!r}")
+        try:
+            installed = [s.upper() for s in cp.installed_solvers()]
+        except Exception:  # a broken optional solver package: leave the check to cvxpy's solve
+            return solver
+        if up not in installed:
+            raise ValueError(f"`{name}` must be 'native' or a cvxpy solver installed here "
+                             f"({', '.join(sorted(installed))}); got {solver!r}")
+    return solver
+
+
+def check_solver_options(options: Any, name: str = "solver_options") -> dict | None:
+    """``options`` must be a dict with string keys, or None."""
+    if options is None:
+        return None
+    if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
+        raise TypeError(f"`{name}` must be a dict of keyword arguments or None; got {type(options).__name__}")
+    return options
+
+
+def check_magnitude(X: np.ndarray, deficits: np.ndarray, *, names: str = "`X`, `w` and `b`") -> None:
+    """Refuse data whose entries or margin deficits are too large (above 2**500 ~ 3e150) for the
+    solvers: their squared distances and costs would overflow float64."""
+    big_x = X.size and float(np.max(np.abs(X))) > _HUGE
+    big_m = deficits.size and float(np.max(deficits, initial=0.0)) > _HUGE
+    if big_x or big_m:
+        what = "entries of `X`" if big_x else "margin deficits tau - (w @ x + b)"
+        raise ValueError(f"the {what} exceed 2**500 (~3e150): squared distances and costs would overflow "
+                         f"float64; rescale {names} (and `margin`/`confidence`)")
+
+
+def check_finite_result(names: str, **arrays: Any) -> None:
+    """Raise a ValueError naming the inputs when a computed result overflowed."""
+    for label, a in arrays.items():
+        a = np.asarray(a)
+        if a.dtype.kind in "fc" and not np.all(np.isfinite(a)):
+            raise ValueError(f"the {label} overflow float64 for these inputs; rescale {names}")

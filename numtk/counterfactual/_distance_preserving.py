@@ -18,7 +18,7 @@ import numpy as np
 from numtk._lib._progress import progress_bar
 from numtk._lib._result import Result
 from numtk._lib._rng import normalize_rng
-from numtk._lib._validation import check_int, check_option, check_real
+from numtk._lib._validation import check_bool, check_int, check_option, check_real
 from numtk._lib._workers import single_blas_thread
 from numtk._lib._warnings import NumtkWarning
 from numtk.counterfactual._baselines import (
@@ -30,7 +30,13 @@ from numtk.counterfactual._baselines import (
     _setup,
     _wachter,
 )
-from numtk.counterfactual._common import InfeasibleRecourseError
+from numtk.counterfactual._common import (
+    MAX_DISTORTION,
+    InfeasibleRecourseError,
+    check_magnitude,
+    check_solver,
+    check_solver_options,
+)
 
 __all__ = ["distance_preserving_counterfactuals"]
 
@@ -56,6 +62,9 @@ _SAME_COST = 1e-8
 # n_random_starts=None: this many random isometry starts when the reduced problem is this small.
 _AUTO_RANDOM_STARTS = 10
 _AUTO_RANDOM_MAX_VARS = 20
+# Largest `max_iter` (Ipopt gets ten times as many iterations, in a C int) and `n_random_starts`.
+_MAX_ITER = 10**7
+_MAX_RANDOM_STARTS = 10**5
 
 
 # --------------------------------------------------------------------------------------------
@@ -447,7 +456,7 @@ def distance_preserving_counterfactuals(
     X, w, b, confidence, margin, target, immutable, bounds
         As in :func:`wachter_counterfactuals`.
     distortion : float, default 2.0
-        The bound ``K >= 1`` on the distance ratios (``K = 1`` keeps every constrained distance).
+        The bound ``1 <= K <= 1e8`` on the distance ratios (``K = 1`` keeps every constrained distance).
     pairs : {'all', 'landmarks'} or array_like of int, shape (n_pairs, 2), default 'all'
         The constrained pairs: all of them; every point with each of ``n_landmarks`` landmarks
         chosen by farthest-point sampling from a random first point (landmark--landmark and
@@ -562,17 +571,18 @@ def distance_preserving_counterfactuals(
     """
     P = _setup(X, w, b, confidence=confidence, margin=margin, target=target, immutable=immutable,
                bounds=bounds)
-    K = check_real(distortion, "distortion", low=1.0)
+    K = check_real(distortion, "distortion", low=1.0, high=MAX_DISTORTION)
     method = check_option(method, "method", ("local", "sdp+local"))
     local_solver = check_option(local_solver, "local_solver", ("alm", "ipopt"))
-    max_iter = check_int(max_iter, "max_iter", minimum=1)
+    max_iter = check_int(max_iter, "max_iter", minimum=1, maximum=_MAX_ITER)
     tol = check_real(tol, "tol", low=0.0, low_open=True)
-    if not isinstance(solver, str):
-        raise TypeError(f"`solver` must be a cvxpy solver name (str); got {type(solver).__name__}")
-    if solver_options is not None and not isinstance(solver_options, dict):
-        raise TypeError("`solver_options` must be a dict or None")
+    check_solver(solver, default="clarabel")
+    check_solver_options(solver_options)
     if n_random_starts is not None:
-        n_random_starts = check_int(n_random_starts, "n_random_starts", minimum=0)
+        n_random_starts = check_int(n_random_starts, "n_random_starts", minimum=0,
+                                    maximum=_MAX_RANDOM_STARTS)
+    progress = check_bool(progress, "progress")
+    check_magnitude(P.X, P.m)
     rng = normalize_rng(rng)
     pair_arr = _resolve_pairs(pairs, P.X, n_landmarks, rng)
     D = _pair_sqdist(P.X, pair_arr)

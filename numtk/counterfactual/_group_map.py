@@ -9,12 +9,18 @@ from typing import Any
 import numpy as np
 
 from numtk._lib._estimator import Estimator, check_is_fitted
-from numtk._lib._validation import check_option, check_real
+from numtk._lib._validation import as_array, check_int, check_option, check_real
 from numtk._lib._warnings import NumtkWarning
 from numtk.counterfactual import _counterfactual_ext as _ext
 from numtk.counterfactual._common import (
+    MAX_DISTORTION,
+    MAX_COUNT,
     InfeasibleRecourseError,
     as_points,
+    check_finite_result,
+    check_magnitude,
+    check_solver,
+    check_solver_options,
     linear_score,
     mutable_bounds,
     mutable_mask,
@@ -86,7 +92,7 @@ class GroupCounterfactualMap(Estimator):
         cvxpy and Clarabel; 'gaussian_commuting' is the diagonal QP in the eigenbasis of the group's
         covariance (W2 cost).
     distortion : float, default 2.0
-        The bound K >= 1 on the singular values of A (ignored by 'translation'). K = 1 forces A = I.
+        The bound 1 <= K <= 1e8 on the singular values of A (validated, but ignored, by 'translation'). K = 1 forces A = I.
     confidence : float, default 0.8
         Target probability a in (0, 1); the score threshold is tau = log(a / (1 - a)).
     target : label, optional
@@ -235,7 +241,7 @@ class GroupCounterfactualMap(Estimator):
         -------
         self
         """
-        K = check_real(self.distortion, "distortion", low=1.0)
+        K = check_real(self.distortion, "distortion", low=1.0, high=MAX_DISTORTION)
         g, family, solver, tol, names, target = self._prepare(X, classifier, sample_weight)
         return self._fit_group(g, family, solver, tol, names, target, K, None)
 
@@ -262,7 +268,7 @@ class GroupCounterfactualMap(Estimator):
         >>> bool(costs[0] >= costs[1] >= costs[2])
         True
         """
-        Ks = [check_real(K, "distortions", low=1.0) for K in np.atleast_1d(np.asarray(distortions, dtype=object))]
+        Ks = [check_real(K, "distortions", low=1.0, high=MAX_DISTORTION) for K in np.atleast_1d(np.asarray(distortions, dtype=object))]
         g, family, solver, tol, names, target = self._prepare(X, classifier, sample_weight)
         cache: dict = {}
         out = []
@@ -274,17 +280,27 @@ class GroupCounterfactualMap(Estimator):
     def _prepare(self, X: Any, classifier: Any, sample_weight: Any):
         family = check_option(self.family, "family", FAMILIES)
         tol = check_real(self.tol, "tol", low=0.0)
+        # validated even when the family does not use them
+        check_real(self.covariance_ridge, "covariance_ridge", low=0.0)
+        check_real(self.covariance_ddof, "covariance_ddof", low=0.0)
+        if self.max_iter is not None:
+            check_int(self.max_iter, "max_iter", minimum=1, maximum=MAX_COUNT)
+        check_solver_options(self.solver_options)
+        solver = check_solver(self.solver, allow_none=True)
         w, b, target = linear_score(classifier, self.target)
         names = _feature_names(X)
-        X = as_points(X, "X", n_features=w.size)
+        X = as_points(X, "X", n_features=w.size, source="`classifier`")
         n, d = X.shape
         tau = threshold(self.confidence, self.margin)
         mutable = mutable_mask(self.immutable, d, names)
         bounds = mutable_bounds(self.bounds, X, mutable, stacklevel=4)
         weights = _weights(sample_weight, n)
-        solver = self.solver
-        if solver is not None and not isinstance(solver, str):
-            raise TypeError(f"`solver` must be a string or None; got {type(solver).__name__}")
+        with np.errstate(over="ignore", invalid="ignore"):
+            s = X @ w + b
+            m = tau - s
+        if not (np.all(np.isfinite(s)) and np.all(np.isfinite(m))):
+            raise ValueError("the scores of `X` under `classifier` (w @ x + b, or their distance to the "
+                             "threshold) overflow float64; rescale them")
         if family in _NATIVE_FAMILIES:
             solver = "native" if solver is None or solver.lower() == "native" else solver.upper()
         else:
@@ -315,20 +331,34 @@ class GroupCounterfactualMap(Estimator):
             A, c = np.eye(d), np.zeros(d)
             info = dict(status="trivial", n_iter=0, active=np.zeros(0, np.intp), dual=np.zeros(0))
         else:
+            check_magnitude(X, g.m, names="`X` and `classifier`")
             if g.nw2 == 0.0 and np.any(g.m > 0):
                 raise InfeasibleRecourseError(
                     "the classifier's weights are zero on every mutable feature, so no change of the "
                     "mutable features can raise the score", rows=np.flatnonzero(g.m > 0))
-            if family == "translation":
-                A, c, info = _fit_translation(g)
-            elif family in ("diagonal", "scale", "gaussian_commuting"):
-                A, c, info = _fit_diagonal(g, family, K, solver, self, tol)
+            # Badly scaled groups (spread or recourse far from 1) are solved in units 2**k (exact):
+            # the solvers' tolerances and the QP/SDP conditioning assume lengths near 1.
+            if cache is not None and "scaled" in cache:
+                gs, k = cache["scaled"]
             else:
-                A, c, info = _fit_sdp(g, family, K, solver, self, cache)
+                gs, k = _rescaled(g)
+                if cache is not None:
+                    cache["scaled"] = (gs, k)
+            if family == "translation":
+                A, c, info = _fit_translation(gs)
+            elif family in ("diagonal", "scale", "gaussian_commuting"):
+                A, c, info = _fit_diagonal(gs, family, K, solver, self, tol)
+            else:
+                A, c, info = _fit_sdp(gs, family, K, solver, self, cache)
+            if k:
+                c = np.ldexp(c, k)
+                info["dual"] = np.ldexp(np.asarray(info["dual"], dtype=np.float64), k)
             c, shifted = _polish(g, A, c, _POLISH_NATIVE if solver == "native" else _POLISH_CONIC)
             if shifted and info["status"] == "optimal":
                 info["status"] = "optimal_inaccurate"
         self.solve_time_ = time.perf_counter() - t0
+        check_finite_result("`X` and `classifier` (and `margin`/`confidence`)", **{"map's coefficients": A,
+                                                                                 "map's offset": c})
         self.A_, self.c_ = A, c
         if family in ("translation", "diagonal", "scale"):
             self.a_ = np.diag(A).copy()
@@ -337,6 +367,11 @@ class GroupCounterfactualMap(Estimator):
         self.cost_ = _transport_cost(g, A, c, getattr(self, "a_", None))
         if family in ("gaussian_ot", "gaussian_commuting"):
             self._set_gaussians(g, A, c)
+        try:
+            check_finite_result("`X` and `classifier` (and `margin`/`confidence`)", cost=self.cost_)
+        except ValueError:
+            del self.A_  # not fitted
+            raise
         if family in ("translation",):
             self.distortion_bounds_ = (1.0, 1.0)
         elif family in ("diagonal", "scale"):
@@ -364,8 +399,13 @@ class GroupCounterfactualMap(Estimator):
     def transform(self, X: Any) -> np.ndarray:
         """Apply the fitted map: ``X @ A_.T + c_`` (no re-optimisation)."""
         check_is_fitted(self, "A_")
-        X = as_points(X, "X", min_rows=0, n_features=self.n_features_in_)
-        return _apply(X, self.A_, self.c_, getattr(self, "a_", None))
+        X = as_points(X, "X", min_rows=0, n_features=self.n_features_in_, source="the fitted map")
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = _apply(X, self.A_, self.c_, getattr(self, "a_", None))
+        if not np.all(np.isfinite(out)):
+            raise ValueError("the counterfactuals of `X` overflow float64 (its entries are too large for "
+                             "the fitted map); rescale `X`")
+        return out
 
     def fit_transform(self, X: Any, classifier: Any, sample_weight: Any = None) -> np.ndarray:
         """Fit to ``X`` and return its counterfactuals."""
@@ -376,7 +416,7 @@ class GroupCounterfactualMap(Estimator):
         return self.transform(X) @ self.w_ + self.b_ >= self.threshold_
 
     def score(self, X: Any) -> float:
-        """The fraction of rows of ``X`` whose counterfactual is valid."""
+        """The fraction of rows of ``X`` whose counterfactual is valid (``nan`` when ``X`` has no rows)."""
         valid = self.predict_valid(X)
         return float(np.mean(valid)) if valid.size else float("nan")
 
@@ -393,18 +433,41 @@ def _feature_names(X: Any):
 def _weights(sample_weight: Any, n: int) -> np.ndarray:
     if sample_weight is None:
         return np.ones(n)
-    p = np.asarray(sample_weight, dtype=np.float64)
+    p = np.asarray(as_array(sample_weight, "sample_weight", ndim=None, kinds="iuf"), dtype=np.float64)
     if p.shape != (n,):
         raise ValueError(f"`sample_weight` must have shape ({n},); got {p.shape}")
     if not np.all(np.isfinite(p)) or np.any(p < 0):
         raise ValueError("`sample_weight` must be finite and non-negative")
-    if p.sum() <= 0:
+    with np.errstate(over="ignore"):
+        total = float(p.sum())
+    if total <= 0:
         raise ValueError("`sample_weight` must have a positive sum")
+    if not np.isfinite(total) or total > 2.0**500:
+        raise ValueError("`sample_weight` must have a sum below 2**500 (~3e150; costs would overflow "
+                         "float64); rescale it")
     return p
 
 
+def _rescaled(g: _Group) -> tuple[_Group, int]:
+    """``(g, 0)``, or the group in units of ``2**k`` (``X``, ``b``, ``tau`` and the bounds divided by
+    it, exactly) when its spread or its largest recourse length lies outside ``[2**-10, 2**10]``."""
+    if g.n == 0:
+        return g, 0
+    spread = float(np.max(g.X.max(0) - g.X.min(0), initial=0.0))
+    reach = float(np.max(g.m, initial=0.0)) / np.sqrt(g.nw2) if g.nw2 > 0 else 0.0
+    scale = max(spread, reach)
+    if scale == 0.0 or 2.0**-10 <= scale <= 2.0**10:
+        return g, 0
+    k = int(np.frexp(scale)[1])
+    bounds = None if g.bounds is None else (np.ldexp(g.bounds[0], -k), np.ldexp(g.bounds[1], -k))
+    gs = _Group(np.ldexp(g.X, -k), g.p, g.w, float(np.ldexp(g.b, -k)), float(np.ldexp(g.tau, -k)),
+                g.mutable, bounds)
+    gs.ridge_scale = float(np.ldexp(1.0, -2 * k))
+    return gs, k
+
+
 def _gaussian_covariance(g: _Group, ddof: Any, ridge: Any) -> np.ndarray:
-    ridge = check_real(ridge, "covariance_ridge", low=0.0)
+    ridge = check_real(ridge, "covariance_ridge", low=0.0) * getattr(g, "ridge_scale", 1.0)
     ddof = check_real(ddof, "covariance_ddof", low=0.0)
     # A group too small for the ddof correction (one member, ddof = 1) has no spread to estimate:
     # its scatter is zero, so the covariance is the ridge alone (and the map is Wachter's translation).

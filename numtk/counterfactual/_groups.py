@@ -16,8 +16,8 @@ import numpy as np
 
 from numtk._lib._result import Result
 from numtk._lib._rng import normalize_rng
-from numtk._lib._validation import check_int, check_option
-from numtk.counterfactual._common import as_points
+from numtk._lib._validation import as_array, check_int, check_option
+from numtk.counterfactual._common import MAX_COUNT, as_points, available_bytes
 
 __all__ = ["make_groups"]
 
@@ -26,8 +26,8 @@ __all__ = ["make_groups"]
 _PAD_JITTER = 0.01
 
 
-def _optional_int(value: Any, name: str, *, minimum: int) -> int | None:
-    return None if value is None else check_int(value, name, minimum=minimum)
+def _optional_int(value: Any, name: str, *, minimum: int, maximum: int = MAX_COUNT) -> int | None:
+    return None if value is None else check_int(value, name, minimum=minimum, maximum=maximum)
 
 
 def _clusterer(method: str):
@@ -139,7 +139,7 @@ def make_groups(X: Any, y: Any, n_clusters: int = 10, max_size: int | None = 200
     True
     """
     X = as_points(X, "X")
-    y = np.asarray(y)
+    y = as_array(y, "y", ndim=None, kinds="biufUSO")
     if y.ndim != 1:
         raise ValueError(f"`y` must be 1-D; got an array of shape {y.shape}")
     if y.shape[0] != X.shape[0]:
@@ -147,17 +147,26 @@ def make_groups(X: Any, y: Any, n_clusters: int = 10, max_size: int | None = 200
                          f"`y` has {y.shape[0]}")
     if y.dtype.kind == "f" and np.isnan(y).any():
         raise ValueError("`y` must not contain NaN")
-    n_clusters = check_int(n_clusters, "n_clusters", minimum=1)
+    n_clusters = check_int(n_clusters, "n_clusters", minimum=1, maximum=MAX_COUNT)
     max_size = _optional_int(max_size, "max_size", minimum=1)
-    min_size = check_int(min_size, "min_size", minimum=1)
+    min_size = check_int(min_size, "min_size", minimum=1, maximum=MAX_COUNT)
     pad_to = _optional_int(pad_to, "pad_to", minimum=1)
+    if pad_to is not None:
+        # at most min(n_clusters, n) groups per class, each padded to pad_to rows of d floats
+        n_groups = min(n_clusters, X.shape[0]) * max(1, len(np.unique(y)) if labels is None else np.size(labels))
+        need = n_groups * pad_to * (X.shape[1] + 2) * 8
+        if need > available_bytes():
+            raise ValueError(f"`pad_to`={pad_to} would create up to {n_groups} x {pad_to} padding rows "
+                             f"(about {need / 2**30:.1f} GiB), more than is available")
     check_option(method, "method", ("kmeans", "kmedoids"))
     rng = normalize_rng(rng)
 
     if labels is None:
         labels = np.unique(y)
     else:
-        labels = np.asarray(labels)
+        labels = as_array(labels, "labels", ndim=None, kinds="biufUSO")
+        if labels.dtype.kind == "f" and np.isnan(labels).any():
+            raise ValueError("`labels` must not contain NaN")
         if labels.ndim != 1:
             labels = labels.reshape(-1)
         if labels.size == 0:

@@ -19,7 +19,7 @@ import numpy as np
 from numtk._lib._result import Result
 from numtk._lib._rng import normalize_rng
 from numtk._lib._validation import as_array, check_int, check_option, check_real
-from numtk.counterfactual._common import as_points, coefficients
+from numtk.counterfactual._common import as_points, available_bytes, coefficients, row_norms
 from numtk.counterfactual._common import threshold as _threshold
 
 __all__ = ["validity", "transport_cost", "distortion_ratios"]
@@ -104,17 +104,40 @@ def validity(X_cf: Any, w: Any, b: Any, threshold: float = 0.8, *, target: int =
     >>> validity(X_cf, w, b, 0.5, target=0)  # -(w @ x + b) >= 0
     0.3333333333333333
     """
-    if margin is None:
-        check_real(threshold, "threshold", low=0.0, high=1.0, low_open=True, high_open=True)
-    tau = _threshold(threshold, margin)
+    tau = _threshold(threshold, margin, name="threshold")
     tol = check_real(tol, "tol", low=0.0)
     sign = _sign(target)
     X_cf = as_points(X_cf, "X_cf", min_rows=0)
     w, b = coefficients(w, b, X_cf.shape[1], data="X_cf")
     if X_cf.shape[0] == 0:
         return float("nan")
-    score = sign * (X_cf @ w + b)
-    return float(np.count_nonzero(score >= tau - tol) / X_cf.shape[0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        score = sign * (X_cf @ w + b)
+        level = tau - tol
+        valid = score >= level
+    if not (np.all(np.isfinite(score)) and np.isfinite(level)):
+        valid = _valid_scaled(X_cf, sign * w, sign * b, tau, tol)
+    return float(np.count_nonzero(valid) / X_cf.shape[0])
+
+
+def _valid_scaled(X: np.ndarray, w: np.ndarray, b: float, tau: float, tol: float) -> np.ndarray:
+    """``w @ x + b >= tau - tol`` per row when the score overflows: everything divided by a power of two
+    (exact) that brings the terms below the float64 maximum."""
+    with np.errstate(over="ignore"):
+        terms = np.abs(X).max(axis=1, initial=0.0) * float(np.abs(w).sum()) + abs(b) + abs(tau) + tol
+    _, e = np.frexp(np.where(np.isfinite(terms) & (terms > 0), terms, 1.0))
+    e = np.where(np.isfinite(terms), e, 1100)  # the product itself overflowed
+    e = np.maximum(e, 0)
+    out = np.empty(X.shape[0], dtype=bool)
+    for ek in np.unique(e):
+        rows = e == ek
+        # scale in two steps: 2**-1100 underflows as one factor, but not as two
+        half = int(ek) // 2
+        f1, f2 = np.ldexp(1.0, -half), np.ldexp(1.0, -(int(ek) - half))
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            Xs = (X[rows] * f1) * f2
+            out[rows] = Xs @ w + (b * f1) * f2 >= (tau * f1) * f2 - (tol * f1) * f2
+    return out
 
 
 def _same_shape(X: Any, X_cf: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -171,10 +194,23 @@ def transport_cost(X: Any, X_cf: Any, *, squared: bool = False, reduce: str = "m
     X, X_cf = _same_shape(X, X_cf)
     if X.shape[0] == 0:
         return float("nan") if reduce == "mean" else 0.0
-    diff = X_cf - X
-    sq = np.einsum("ij,ij->i", diff, diff)
-    per_row = sq if squared else np.sqrt(sq)
-    return float(np.mean(per_row) if reduce == "mean" else np.sum(per_row))
+    with np.errstate(over="ignore", invalid="ignore"):
+        diff = X_cf - X
+        if not np.all(np.isfinite(diff)):
+            raise ValueError("`X_cf` - `X` overflows float64 (entries near the float64 maximum of opposite "
+                             "signs); rescale both")
+        norms = row_norms(diff)  # no overflow of the squares
+        per_row = norms * norms if squared else norms
+        top = float(np.max(per_row))
+        if top > 0 and np.isfinite(top):  # reduce relative to the largest term: no overflow of the sum
+            scaled = per_row / top
+            total = (float(np.mean(scaled)) if reduce == "mean" else float(np.sum(scaled))) * top
+        else:
+            total = top if not np.isfinite(top) else 0.0
+    if not np.isfinite(total):
+        raise ValueError(f"the {'squared ' if squared else ''}transport cost of `X_cf` and `X` overflows "
+                         "float64; rescale both")
+    return total
 
 
 # --------------------------------------------------------------------------------------------
@@ -296,6 +332,65 @@ def _ratios_all_pairs(X, Y, eps2):
     return lo, hi, n_keep, n_excl
 
 
+# Above this magnitude of an entry, squared distances could overflow (d * (2 * 2**480)**2 < 2**1000
+# for d < 2**36): distortion_ratios then uses overflow-free norms of the differences.
+_SAFE_MAX = 2.0**480
+
+
+def _absmax(A: np.ndarray) -> float:
+    return float(np.max(np.abs(A))) if A.size else 0.0
+
+
+def _pair_dist_safe(A: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """``||A[i_k] - A[j_k]||`` without overflow: halved differences (exact) and a scaled norm."""
+    out = np.empty(len(i), dtype=np.float64)
+    with np.errstate(over="ignore"):
+        for s in range(0, len(i), _CHUNK):
+            e = min(s + _CHUNK, len(i))
+            diff = A[i[s:e]] * 0.5 - A[j[s:e]] * 0.5
+            out[s:e] = row_norms(diff) * 2.0
+    return out
+
+
+def _distortion_safe(X, Y, pairs, eps):
+    """distortion_ratios from the distances themselves (no squares), for data near the float64 limit."""
+    n = X.shape[0]
+    n_all = n * (n - 1) // 2
+
+    def chunks():
+        if pairs is not None:
+            yield pairs
+            return
+        for s in range(0, n_all, _CHUNK):
+            yield _unrank_pairs(np.arange(s, min(s + _CHUNK, n_all)), n)
+
+    if eps is None:
+        if pairs is not None:
+            i, j = pairs
+        elif n_all <= _MEDIAN_EXACT_MAX:
+            i, j = np.triu_indices(n, k=1)
+        else:
+            k = np.sort(np.random.default_rng(_MEDIAN_SEED).choice(n_all, _MEDIAN_SAMPLE, replace=False))
+            i, j = _unrank_pairs(k, n)
+        eps = _EPS_REL * float(np.median(_pair_dist_safe(X, i, j)))
+    lo, hi, n_keep, n_excl = np.inf, -np.inf, 0, 0
+    for i, j in chunks():
+        dx = _pair_dist_safe(X, i, j)
+        dy = _pair_dist_safe(Y, i, j)
+        keep = dx > eps
+        nk = int(np.count_nonzero(keep))
+        n_keep += nk
+        n_excl += len(i) - nk
+        if nk:
+            with np.errstate(over="ignore", under="ignore"):
+                r = dy[keep] / dx[keep]
+            lo, hi = min(lo, float(r.min())), max(hi, float(r.max()))
+    if n_keep == 0:
+        nan = float("nan")
+        return Result(min_ratio=nan, max_ratio=nan, distortion=nan, n_pairs=0, n_excluded=int(n_excl))
+    return _ratio_result(lo, hi, n_keep, n_excl)
+
+
 def distortion_ratios(X: Any, X_cf: Any, *, pairs: Any = None, max_pairs: int | None = None,
                       rng: Any = None, eps: float | None = None) -> Result:
     """Empirical bi-Lipschitz ratios ``||x'_i - x'_j|| / ||x_i - x_j||`` of a counterfactual map.
@@ -362,6 +457,11 @@ def distortion_ratios(X: Any, X_cf: Any, *, pairs: Any = None, max_pairs: int | 
     (5.7e-13 at d = 50). Explicit and sampled pairs are always computed from differences, in
     O(n_pairs d).
 
+    When an entry of ``X`` or ``X_cf`` exceeds ``2**480`` (~3e144), where squared distances could
+    overflow float64, every distance is instead the overflow-free norm of the (halved) coordinate
+    differences, and ratios are taken of distances, not of their squares. A ratio that itself
+    overflows float64 raises a ValueError; a NaN ratio is never reported.
+
     For a map fitted by :class:`GroupCounterfactualMap` the exact bounds over all of R^d are its
     ``distortion_bounds_`` ``(sigma_min(A), sigma_max(A))``; these ratios are the empirical
     values on the given points.
@@ -389,11 +489,15 @@ def distortion_ratios(X: Any, X_cf: Any, *, pairs: Any = None, max_pairs: int | 
     """
     X, Y = _same_shape(X, X_cf)
     if max_pairs is not None:
-        max_pairs = check_int(max_pairs, "max_pairs", minimum=1)
+        # the sampled pairs' indices and distances take about 40 bytes per pair
+        max_pairs = check_int(max_pairs, "max_pairs", minimum=1, maximum=max(1, available_bytes() // 40))
     if eps is not None:
         eps = check_real(eps, "eps", low=0.0)
     gen = None if rng is None else normalize_rng(rng)  # validated even when not needed
     n = X.shape[0]
+    # Entries above 2**480 could overflow squared distances: then every pair's distance is taken
+    # from its coordinate differences with an overflow-free norm (see Notes).
+    safe = max(_absmax(X), _absmax(Y)) > _SAFE_MAX
 
     if pairs is not None:
         i, j = _as_pairs(pairs, n)
@@ -412,6 +516,9 @@ def distortion_ratios(X: Any, X_cf: Any, *, pairs: Any = None, max_pairs: int | 
         nan = float("nan")
         return Result(min_ratio=nan, max_ratio=nan, distortion=nan, n_pairs=0, n_excluded=0)
 
+    if safe:
+        return _distortion_safe(X, Y, (i, j) if explicit else None, eps)
+
     if eps is None:
         med = float(np.sqrt(np.median(_pair_sqdist(X, i, j)))) if explicit else _median_all_pairs(X)
         eps = _EPS_REL * med
@@ -427,6 +534,13 @@ def distortion_ratios(X: Any, X_cf: Any, *, pairs: Any = None, max_pairs: int | 
         return Result(min_ratio=nan, max_ratio=nan, distortion=nan, n_pairs=0, n_excluded=int(n_excl))
     min_ratio = float(np.sqrt(lo))
     max_ratio = float(np.sqrt(hi))
+    return _ratio_result(min_ratio, max_ratio, n_keep, n_excl)
+
+
+def _ratio_result(min_ratio, max_ratio, n_keep, n_excl):
+    if not (np.isfinite(min_ratio) and np.isfinite(max_ratio)):
+        raise ValueError("the distance ratios of `X_cf` to `X` overflow float64 (or are not defined); "
+                         "rescale `X` or `X_cf`")
     inv_max = 1.0 / max_ratio if max_ratio > 0 else np.inf
     distortion = float(1.0 - min(min_ratio, inv_max))
     return Result(min_ratio=min_ratio, max_ratio=max_ratio, distortion=max(distortion, 0.0),
