@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from numtk._lib._validation import as_array, check_same_length
+from numtk._lib._validation import as_array, check_finite, check_same_length
 from numtk.stats import kendall_tau
 
 __all__ = ["order_agreement"]
@@ -19,7 +19,7 @@ def order_agreement(order: ArrayLike, t: ArrayLike) -> float:
     order : array_like of int, shape (n,)
         A permutation of ``0 .. n-1``: ``order[k]`` is the row placed k-th (as ``stage(...).order``).
     t : array_like, shape (n,)
-        The true position of each row.
+        The true position of each row (finite, not all equal; n >= 2).
 
     Returns
     -------
@@ -41,9 +41,14 @@ def order_agreement(order: ArrayLike, t: ArrayLike) -> float:
     """
     order = as_array(order, "order", ndim=1, kinds="iu")
     t = as_array(t, "t", ndim=1)
+    check_finite(t, "t")
     n = check_same_length(order=order, t=t)
+    if n < 2:
+        raise ValueError(f"`order` and `t` must hold at least 2 rows (an agreement compares pairs); got {n}")
     if n and (order.min() < 0 or order.max() >= n or np.unique(order).size != n):
         raise ValueError(f"`order` must be a permutation of 0..{n - 1}")
+    if not np.any(t != t[0]):
+        raise ValueError("`t` must not be constant: with every position tied the agreement is undefined")
     position = np.empty(n, dtype=np.int64)
     position[order] = np.arange(n)
     return abs(float(kendall_tau(position, t, nan_policy="raise").statistic))

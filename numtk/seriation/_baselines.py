@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike
 
 from numtk._lib import Result, normalize_rng
 from numtk._lib._validation import as_array, check_bool, check_finite, check_int, check_option, check_real
-from numtk.seriation._graph import WEIGHTS, as_points, connect, knn_graph, orient
+from numtk.seriation._graph import WEIGHTS, as_points, connect, knn_graph, orient, rescale_points, scaled_bandwidth
 
 __all__ = ["spectral_seriation", "recanati_seriation"]
 
@@ -29,6 +29,7 @@ _SCALE_EMBEDDING = ("heuristic", "CTD", "none")
 _DENSE_MAX_N = 2000  # 'auto' eigen solver: dense LAPACK up to this size, shift-invert above
 _SHIFT = 1e-6  # shift-invert pole, relative to the Laplacian's scale: just left of the spectrum
 _CHUNK = 1 << 22  # elements of one (chunk, k, k) block in the local line fits
+_MAX_COUNT = 2**31 - 1  # bound of the counts that are clipped to the number of samples (n_components, k_local)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -45,7 +46,10 @@ def _n_samples(X: Any) -> int:
     """Number of rows of X, for validating ``root`` before any graph work."""
     shape = getattr(X, "shape", None)
     if shape is None:
-        shape = np.shape(X)
+        try:
+            shape = np.shape(X)
+        except (ValueError, TypeError):  # ragged nested lists: as_array says so, naming `X`
+            shape = as_array(X, "X").shape
     return int(shape[0]) if len(shape) else 0
 
 
@@ -113,9 +117,9 @@ def _build_graph(X, affinity, n_neighbors, weights, bandwidth):
     """(points or None, similarity CSR, weights, bandwidth) for either affinity."""
     if affinity == "precomputed":
         return None, _as_similarity(X), weights, float("nan")
-    P = as_points(X)
-    W, h = knn_graph(P, n_neighbors, weights=weights, bandwidth=bandwidth)
-    return P, W, weights, h
+    P, scale = rescale_points(as_points(X))  # exact power-of-two scaling of extreme X: the order is invariant
+    W, h = knn_graph(P, n_neighbors, weights=weights, bandwidth=scaled_bandwidth(bandwidth, scale))
+    return P, W, weights, h * scale
 
 
 def _check_input(X, affinity):
@@ -220,7 +224,10 @@ def spectral_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
     ----------
     X : array_like, shape (n_samples, n_features), or (n_samples, n_samples)
         Points sampled along a curve, or with ``affinity='precomputed'`` a symmetric, nonnegative
-        similarity matrix (dense or a SciPy sparse matrix; its diagonal is ignored).
+        similarity matrix (dense or a SciPy sparse matrix; its diagonal is ignored). Points whose largest
+        magnitude is beyond 2**400 or below 2**-400 (where squared distances overflow or underflow)
+        are first scaled by a power of two, exactly: the order is invariant to scaling `X`. Exact
+        duplicate rows that are neighbours are joined with weight 1.
     affinity : {'nearest_neighbors', 'precomputed'}, optional
         How the similarity graph is obtained.
     n_neighbors : int, optional
@@ -376,23 +383,26 @@ def recanati_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
     ----------
     X : array_like, shape (n_samples, n_features), or (n_samples, n_samples)
         Points, or with ``affinity='precomputed'`` a symmetric nonnegative similarity (dense or
-        sparse; diagonal ignored).
+        sparse; diagonal ignored). Points whose largest
+        magnitude is beyond 2**400 or below 2**-400 (where squared distances overflow or underflow)
+        are first scaled by a power of two, exactly: the order is invariant to scaling `X`. Exact
+        duplicate rows that are neighbours are joined with weight 1.
     affinity : {'nearest_neighbors', 'precomputed'}, optional
         How the first similarity is obtained; the k-NN graph has binary weights.
     n_neighbors : int, optional
         Neighbours per point of the k-NN graph, at most ``n_samples - 1``.
     n_components : int, optional
         Dimension of the Laplacian embedding (nontrivial eigenvectors); at most ``n_samples - 1``
-        are used.
+        are used (values above 2**31 - 1 are refused).
     k_local : int, optional
         Size of the neighbourhoods (point included) of the local line fits; at most ``n_samples``
-        are used.
+        are used (values above 2**31 - 1 are refused).
     norm_adjacency : {'coifman', 'none'}, optional
-        Normalisation of both similarities before their Laplacian.
+        Normalisation of both similarities before their Laplacian (None is the same as 'none').
     laplacian : {'unnormalized', 'normalized'}, optional
         Laplacian of both eigen-steps, as in :func:`spectral_seriation`.
     scale_embedding : {'heuristic', 'CTD', 'none'}, optional
-        Column scaling of the embedding.
+        Column scaling of the embedding (None is the same as 'none').
     allow_disconnected : bool, optional
         Policy for a disconnected first similarity, as in :func:`spectral_seriation`. Should the
         rebuilt similarity S be disconnected, True bridges its components by the closest pairs of
@@ -441,8 +451,8 @@ def recanati_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
     (300, 8)
     """
     k, _ = _check_graph_args(affinity, n_neighbors, "binary", None, allow_disconnected)
-    m = check_int(n_components, "n_components", minimum=1)
-    kl = check_int(k_local, "k_local", minimum=2)
+    m = check_int(n_components, "n_components", minimum=1, maximum=_MAX_COUNT)
+    kl = check_int(k_local, "k_local", minimum=2, maximum=_MAX_COUNT)
     if norm_adjacency is None:
         norm_adjacency = "none"
     if scale_embedding is None:

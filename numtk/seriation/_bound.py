@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -38,6 +39,38 @@ def _fiedler(W) -> float:
     return float(np.sort(vals)[1])
 
 
+_SCALES = ("length", "noise", "curvature", "bandwidth", "density_max", "density_min", "edge_error", "fiedler_value",
+           "total_weight", "n_samples", "n_features")
+
+
+def _finite_or_refused(func):
+    """Turn an overflow of the closed-form evaluation (OverflowError, ZeroDivisionError, or an infinite or NaN
+    value in the result) into a ValueError that lists the scale parameters given."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        def refuse():
+            given = ", ".join(f"`{k}`={kwargs[k]!r}" for k in _SCALES if kwargs.get(k) is not None)
+            return ValueError(f"recovery_bound: the bound is not representable in float64 at these scales ({given}); "
+                              "it is unchanged by a common change of the unit of length (length, noise, bandwidth, "
+                              "edge_error times c; curvature, density_max, density_min divided by c): choose one "
+                              "in which the values are moderate")
+
+        try:
+            res = func(*args, **kwargs)
+        except (OverflowError, ZeroDivisionError):
+            raise refuse() from None
+        values = [res[k] for k in ("tau_lower", "tau_lower_unclipped", "bound", "R", "edge_error", "tangent_error",
+                                   "tangent_error_max", "bandwidth", "edge_length")] + list(res["terms"].values())
+        values += [res[k] for k in ("fiedler_value", "total_weight") if res[k] is not None]
+        if not all(math.isfinite(v) for v in values):
+            raise refuse()
+        return res
+
+    return wrapper
+
+
+@_finite_or_refused
 def recovery_bound(result=None, X=None, *, length, noise, curvature, n_samples=None, n_features=None,
                    n_neighbors=None, tangent_neighbors=None, bandwidth=None, density_max=None,
                    density_min=None, tangent_error=None, edge_error=None, fiedler_value=None,
@@ -77,7 +110,9 @@ def recovery_bound(result=None, X=None, *, length, noise, curvature, n_samples=N
     curvature : float
         Upper bound :math:`\kappa` on the curvature (>= 0; 0 for a straight segment).
     n_samples : int, optional
-        Number of points n (>= 3). Required without ``result``.
+        Number of points n (>= 3). Required without ``result``. Only enters the formulas: any size
+        is accepted (nothing is allocated). Inputs at scales where the bound overflows float64 are
+        refused with a ValueError (the bound is invariant to the unit of length).
     n_features : int, optional
         Ambient dimension d (>= 1). Required without ``X`` unless both ``tangent_error`` and ``edge_error``
         are given.
@@ -251,6 +286,10 @@ def recovery_bound(result=None, X=None, *, length, noise, curvature, n_samples=N
     if n_samples is None:
         raise ValueError("`n_samples` is required without `result`")
     n = check_int(n_samples, "n_samples", minimum=3)
+    if n_neighbors is not None and n_neighbors > n - 1:
+        raise ValueError(f"`n_neighbors` must be at most n_samples - 1 = {n - 1}; got {n_neighbors}")
+    if tangent_neighbors is not None and tangent_neighbors > n:
+        raise ValueError(f"`tangent_neighbors` must be at most n_samples = {n}; got {tangent_neighbors}")
 
     # Edge scales: longest edge h and rms edge length (both in arc length).
     if edge_rms is None or edge_rms <= 0:

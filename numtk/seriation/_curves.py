@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Mapping
 
 import numpy as np
 
 from numtk._lib import Result, normalize_rng
-from numtk._lib._validation import check_int, check_option, check_real
+from numtk._lib._validation import check_bool, check_int, check_option, check_real
 
 __all__ = ["make_curve"]
 
@@ -19,6 +21,57 @@ _DEFAULTS = {
     "spiral": {"turns": 4.0, "gap": 0.6},
     "random_fourier": {"modes": 5},
 }
+
+
+# Shape parameters: name -> (lower bound, open) of the finite real value ('modes' is an int >= 1).
+_PARAM_BOUNDS = {"length": (0.0, True), "radius": (0.0, True), "angle": (0.0, True), "turns": (0.0, True),
+                 "height": (None, False), "gap": (0.0, False)}
+_MAX_MODES = 10_000
+
+
+def _available_memory() -> int:
+    """Bytes this process may allocate: physical memory, or the address-space limit when lower."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        total = 2**40
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY:
+            total = min(total, soft)
+    except (ImportError, ValueError, OSError):  # pragma: no cover
+        pass
+    return int(total)
+
+
+def _check_size(n: int, d: int, modes: int = 0) -> None:
+    """Refuse sizes whose arrays (about 3 (n, d) float64 arrays, the curve and its velocity) exceed memory."""
+    need = 8 * (n * (3 * d + 8) + 2 * modes * d)
+    have = _available_memory()
+    if need > have:
+        raise ValueError(f"`n_samples` = {n} and `n_features` = {d} need about {need / 2**30:.3g} GiB, more than "
+                         f"the {have / 2**30:.3g} GiB of memory available; reduce `n_samples` or `n_features`")
+
+
+def _check_params(params, kind: str) -> dict:
+    p = dict(_DEFAULTS[kind])
+    if params is None:
+        return p
+    if not isinstance(params, Mapping):
+        raise TypeError(f"`params` must be a dict of shape parameters or None; got {type(params).__name__}")
+    unknown = set(params) - set(p)
+    if unknown:
+        raise ValueError(f"`params` has unknown keys {sorted(unknown, key=str)} for kind={kind!r}; "
+                         f"accepted: {sorted(p)}")
+    for key, value in params.items():
+        if key == "modes":
+            p[key] = check_int(value, "params['modes']", minimum=1, maximum=_MAX_MODES)
+        else:
+            low, low_open = _PARAM_BOUNDS[key]
+            p[key] = check_real(value, f"params['{key}']", low=low, low_open=low_open)
+    return p
 
 
 def _base_curve(kind: str, t: np.ndarray, p: dict, coeffs=None):
@@ -72,16 +125,20 @@ def make_curve(kind: str = "helix", n_samples: int = 1000, n_features: int = 3, 
         0.6 (b = 2); 'random_fourier': :math:`\sum_{m=1}^{5} (a_m \cos \pi m t + b_m \sin \pi m t)/m` with
         Gaussian coefficients in ``n_features`` dimensions (open, since the frequencies are half-periods).
     n_samples : int, optional
-        Number of points.
+        Number of points. ``n_samples`` and ``n_features`` are refused (ValueError) when the arrays
+        would not fit in the memory available.
     n_features : int, optional
         Ambient dimension d (at least the base dimension b).
     noise : float, optional
-        Standard deviation of the Gaussian noise per coordinate.
+        Standard deviation of the Gaussian noise per coordinate (>= 0; a value so large that the points
+        overflow float64 is refused).
     sampling : {'uniform', 'grid'}, optional
         ``t`` i.i.d. uniform on [0, 1], or an evenly spaced grid.
     params : dict, optional
         Overrides of the shape parameters: 'line': ``length``; 'arc': ``radius``, ``angle``; 'helix':
         ``radius``, ``turns``, ``height``; 'spiral': ``turns``, ``gap``; 'random_fourier': ``modes``.
+        Values are finite reals (``length``, ``radius``, ``angle``, ``turns`` > 0, ``gap`` >= 0),
+        ``modes`` an int in [1, 10000]. Values that make the points overflow float64 are refused.
     return_info : bool, optional
         Also return a Result with ``length`` (curve length), ``arclength`` (of each point), ``frame``
         (the d x b embedding, None for 'random_fourier') and ``params``.
@@ -112,13 +169,9 @@ def make_curve(kind: str = "helix", n_samples: int = 1000, n_features: int = 3, 
     n = check_int(n_samples, "n_samples", minimum=1)
     d = check_int(n_features, "n_features", minimum=1)
     sigma = check_real(noise, "noise", low=0.0)
-    p = dict(_DEFAULTS[kind])
-    if params is not None:
-        unknown = set(params) - set(p)
-        if unknown:
-            raise ValueError(f"`params` has unknown keys {sorted(unknown)} for kind={kind!r}; "
-                             f"accepted: {sorted(p)}")
-        p.update(params)
+    return_info = check_bool(return_info, "return_info")
+    p = _check_params(params, kind)
+    _check_size(n, d, p.get("modes", 0))
     rng = normalize_rng(rng)
     t = np.sort(rng.random(n)) if sampling == "uniform" else np.linspace(0.0, 1.0, n)
     if sampling == "uniform":
@@ -137,8 +190,13 @@ def make_curve(kind: str = "helix", n_samples: int = 1000, n_features: int = 3, 
             raise ValueError(f"`n_features` must be at least {b} for kind={kind!r}; got {d}")
         frame, _ = np.linalg.qr(rng.standard_normal((d, b)))
         X = pts @ frame.T
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"`params` {p} make the curve overflow float64")
     if sigma > 0:
-        X = X + sigma * rng.standard_normal(X.shape)
+        with np.errstate(over="ignore", invalid="ignore"):
+            X = X + sigma * rng.standard_normal(X.shape)
+        if not np.all(np.isfinite(X)):
+            raise ValueError(f"`noise` = {sigma} is too large: the noisy points overflow float64")
     if not return_info:
         return X, t
     # Arc length: Gauss-Legendre quadrature (16 nodes) of the speed on 64 panels, and from each point's
@@ -154,5 +212,7 @@ def make_curve(kind: str = "helix", n_samples: int = 1000, n_features: int = 3, 
     cum = np.r_[0.0, np.cumsum(integral(edges[:-1], edges[1:]))]
     panel = np.minimum((t * 64).astype(int), 63)
     arclength = cum[panel] + integral(edges[panel], t)
+    if not (np.isfinite(cum[-1]) and np.all(np.isfinite(arclength))):
+        raise ValueError(f"`params` {p} make the curve length overflow float64")
     info = Result(length=float(cum[-1]), arclength=arclength, frame=frame, params=p)
     return X, t, info

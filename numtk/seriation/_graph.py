@@ -6,9 +6,10 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
+from numtk._lib import n_threads
 from numtk._lib._validation import as_array, check_finite, check_int, check_option, check_real
 
-__all__ = ["as_points", "knn_graph", "graph_from_neighbors", "bridge_components", "components", "connect", "orient",
+__all__ = ["as_points", "rescale_points", "knn_graph", "graph_from_neighbors", "bridge_components", "components", "connect", "orient",
            "WEIGHTS"]
 
 WEIGHTS = ("gaussian", "binary")
@@ -26,13 +27,60 @@ def as_points(X, name: str = "X") -> np.ndarray:
     return X
 
 
+#: Points whose largest magnitude lies outside [2**-400, 2**400] are rescaled by a power of two (exactly) before
+#: any distance is formed: squared distances of larger points overflow float64 (1e154 and up), of smaller ones
+#: underflow (1e-154 and down), and the orderings computed here are invariant to scaling X.
+_SCALE_HIGH = 2.0 ** 400
+_SCALE_LOW = 2.0 ** -400
+
+
+def rescale_points(X: np.ndarray) -> tuple[np.ndarray, float]:
+    """(X / s, s) with s a power of two putting max |X| in [1, 2) when max |X| is extreme, else (X, 1.0).
+
+    Scaling by a power of two is exact (bar values that become subnormal, far below the largest), so the
+    geometry of the points, and every ordering computed from it, is unchanged. All-zero X is returned as is.
+    """
+    if X.size == 0:
+        return X, 1.0
+    top = float(np.max(np.abs(X)))
+    if top == 0.0 or _SCALE_LOW <= top <= _SCALE_HIGH:
+        return X, 1.0
+    exponent = int(np.frexp(top)[1]) - 1  # top = m 2**(exponent + 1), m in [0.5, 1); 2**exponent is finite
+    return np.ldexp(X, -exponent), float(np.ldexp(1.0, exponent))
+
+
+def scaled_bandwidth(bandwidth, scale: float):
+    """A bandwidth given in the units of X, in those of ``X / scale`` (validated; None stays None)."""
+    if bandwidth is None:
+        return None
+    h = check_real(bandwidth, "bandwidth", low=0.0, low_open=True)
+    if scale == 1.0:
+        return h
+    tiny, big = np.finfo(float).tiny, np.finfo(float).max
+    with np.errstate(over="ignore", under="ignore"):
+        return float(min(max(h / scale, tiny), big))
+
+
+def check_neighbor_count(k: int, n_rows: int, distinct: int | None = None) -> None:
+    """``k`` neighbours need at least k + 1 (distinct) rows of X: the message names both parameters."""
+    if distinct is None:
+        if k > n_rows - 1:
+            raise ValueError(f"`n_neighbors` must be at most n_samples - 1 = {n_rows - 1}; got {k} (`X` has too "
+                             f"few rows: {n_rows})")
+    elif k > distinct - 1:
+        raise ValueError(f"`n_neighbors` must be at most the number of distinct samples - 1 = {distinct - 1}; got "
+                         f"{k} (`X` has too few distinct rows: {distinct} of {n_rows})")
+
+
 def knn_graph(X: np.ndarray, n_neighbors: int, *, weights: str = "gaussian", bandwidth: float | None = None,
-              workers: int = 1) -> tuple[sp.csr_matrix, float]:
+              workers=1) -> tuple[sp.csr_matrix, float]:
     """Symmetric k-NN similarity graph (union of the directed k-NN relations, no self loops).
 
     Neighbours come from scikit-learn's exact ``NearestNeighbors``. ``weights='gaussian'`` gives
     ``w_ij = exp(-|x_i - x_j|^2 / h^2)`` with ``h = bandwidth`` or, when None, the median distance of the
-    points to their k-th neighbour (so the graph is invariant to scaling X); ``'binary'`` gives 1.
+    points to their k-th neighbour (so the graph is invariant to scaling X); ``'binary'`` gives 1. Exact
+    duplicate rows that are neighbours are joined with weight 1 (distance 0). ``workers`` (an int, validated
+    by :func:`numtk._lib.n_threads`) is the neighbour search's ``n_jobs``.
 
     Returns the CSR matrix and the bandwidth used (NaN for binary weights).
     """
@@ -41,22 +89,32 @@ def knn_graph(X: np.ndarray, n_neighbors: int, *, weights: str = "gaussian", ban
     n = X.shape[0]
     check_option(weights, "weights", WEIGHTS)
     k = check_int(n_neighbors, "n_neighbors", minimum=1)
-    if k > n - 1:
-        raise ValueError(f"`n_neighbors` must be at most n_samples - 1 = {n - 1} (distinct samples); got {k}")
+    workers = n_threads(workers)
+    check_neighbor_count(k, n)
     n_jobs = None if workers == 1 else workers
     nn = NearestNeighbors(n_neighbors=k, n_jobs=n_jobs).fit(X)
     dist, ind = nn.kneighbors()  # excludes each point itself
-    return graph_from_neighbors(dist, ind, weights=weights, bandwidth=bandwidth)
+    return graph_from_neighbors(dist, ind, weights=weights, bandwidth=bandwidth, keep_duplicates=True)
 
 
 def graph_from_neighbors(dist: np.ndarray, ind: np.ndarray, *, weights: str = "gaussian",
-                         bandwidth: float | None = None) -> tuple[sp.csr_matrix, float]:
-    """The symmetric k-NN graph of :func:`knn_graph` from precomputed neighbours (self excluded)."""
+                         bandwidth: float | None = None,
+                         keep_duplicates: bool = False) -> tuple[sp.csr_matrix, float]:
+    """The symmetric k-NN graph of :func:`knn_graph` from precomputed neighbours (self excluded).
+
+    Pairs at distance 0 (duplicate rows) are dropped, or with ``keep_duplicates`` joined with weight 1.
+    """
     n, k = ind.shape
     rows = np.repeat(np.arange(n), k)
-    D = sp.csr_matrix((dist.ravel(), (rows, ind.ravel())), shape=(n, n))
+    values = dist.ravel()
+    marker = np.nextafter(0.0, 1.0)  # the smallest positive double stands for a zero distance in the union
+    if keep_duplicates:
+        values = np.where(values > 0, values, marker)
+    D = sp.csr_matrix((values, (rows, ind.ravel())), shape=(n, n))
     D = D.maximum(D.T).tocsr()  # union; distances are symmetric so max keeps the value
     D.eliminate_zeros()  # distinct points have positive distances; zeros would be duplicates
+    if keep_duplicates:
+        D.data[D.data <= marker] = 0.0  # stored: an edge of weight exp(0) = 1
     if weights == "binary":
         W = D.copy()
         W.data[:] = 1.0
@@ -102,9 +160,81 @@ _BRIDGE_SMALL = 256
 _BRIDGE_NORMAL_PENALTY = 4.0
 
 
+#: Above this many components the closest-pair tree is built by Boruvka rounds (the pairwise loop is O(C^2)
+#: neighbour queries: minutes for the ~n/3 components of a 1-NN graph at n = 3000).
+_PAIRWISE_MAX_COMPONENTS = 64
+
+
+def _closest_pair_tree_boruvka(X: np.ndarray, labels: np.ndarray, n_components: int) -> np.ndarray:
+    """The tree of :func:`_closest_pair_tree` by Boruvka rounds: each group of components takes its closest pair
+    to any other group (a point's nearest foreign point is among its size + 1 nearest points; groups above
+    _BRIDGE_SMALL points query a tree of the points outside them), the pairs are added shortest first where they
+    join two groups, and the groups merge; O(log C) rounds of O(n log n) queries."""
+    from sklearn.neighbors import NearestNeighbors
+
+    n = X.shape[0]
+    everything = NearestNeighbors().fit(X)
+    parent = list(range(n_components))
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    edges = []
+    group = labels.astype(np.int64)
+    while True:
+        _, group = np.unique(group, return_inverse=True)
+        group = group.ravel()
+        n_groups = int(group.max()) + 1 if n else 0
+        if n_groups <= 1:
+            break
+        sizes = np.bincount(group, minlength=n_groups)
+        best_d = np.full(n_groups, np.inf)
+        best = np.full((n_groups, 2), -1, dtype=np.int64)
+        small = sizes[group] <= _BRIDGE_SMALL
+        rows = np.flatnonzero(small)
+        if rows.size:
+            k = min(n, int(sizes[group[rows]].max()) + 1)
+            dist, ind = everything.kneighbors(X[rows], n_neighbors=k)
+            foreign = group[ind] != group[rows][:, None]
+            j = np.argmax(foreign, axis=1)
+            d = dist[np.arange(rows.size), j]
+            partner = ind[np.arange(rows.size), j]
+            order = np.lexsort((d, group[rows]))
+            g_sorted = group[rows][order]
+            first = order[np.r_[True, g_sorted[1:] != g_sorted[:-1]]]
+            g = group[rows][first]
+            best_d[g] = d[first]
+            best[g, 0], best[g, 1] = rows[first], partner[first]
+        for g in np.flatnonzero(sizes > _BRIDGE_SMALL):
+            own = np.flatnonzero(group == g)
+            outside = np.flatnonzero(group != g)
+            d, j = NearestNeighbors().fit(X[outside]).kneighbors(X[own], n_neighbors=1)
+            i = int(np.argmin(d[:, 0]))
+            best_d[g] = d[i, 0]
+            best[g] = (own[i], outside[j[i, 0]])
+        merged = False
+        for g in np.argsort(best_d, kind="stable"):
+            a, b = best[g]
+            ra, rb = find(int(labels[a])), find(int(labels[b]))
+            if ra != rb:
+                parent[ra] = rb
+                edges.append((int(a), int(b)))
+                merged = True
+        if not merged:  # pragma: no cover - every round joins at least one pair of groups
+            break
+        group = np.array([find(int(c)) for c in range(n_components)], dtype=np.int64)[labels]
+    return np.array(edges, dtype=np.int64).reshape(-1, 2)
+
+
 def _closest_pair_tree(X: np.ndarray, labels: np.ndarray, n_components: int) -> np.ndarray:
     """Edges (C - 1, 2) of a minimum spanning tree over components, each candidate the closest pair."""
     from sklearn.neighbors import NearestNeighbors
+
+    if n_components > _PAIRWISE_MAX_COMPONENTS:
+        return _closest_pair_tree_boruvka(X, labels, n_components)
 
     members = [np.flatnonzero(labels == c) for c in range(n_components)]
     dist = np.full((n_components, n_components), np.inf)

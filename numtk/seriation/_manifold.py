@@ -16,11 +16,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from numtk._lib import Result, normalize_rng
-from numtk._lib._validation import as_array, check_int, check_option, check_real
+from numtk._lib import Result, n_threads, normalize_rng
+from numtk._lib._validation import as_array, check_finite, check_int, check_option, check_real
 from numtk.seriation._baselines import _check_root, _n_samples, _trivial
-from numtk.seriation._graph import orient
-from numtk.seriation._graph import as_points
+from numtk.seriation._graph import as_points, check_neighbor_count, orient, rescale_points
 
 __all__ = ["ltsa_seriation", "tsne_seriation", "umap_seriation"]
 
@@ -28,6 +27,23 @@ _LTSA_SOLVERS = ("auto", "dense", "arpack")
 _DENSE_MAX_N = 5000  # LTSA 'auto': dense LAPACK up to this size; also the limit of the dense fallback
 _SEED_MAX = 2**31 - 1  # the int seeds handed to scikit-learn / umap as random_state
 _TSNE_INITS = ("pca", "random")
+_MAX_ITER = 2**31 - 1  # bound of the iteration counts passed on in **kwargs
+
+
+def _points(X) -> np.ndarray:
+    """Validated points, scaled exactly by a power of two when their magnitude is extreme (beyond 2**400 or
+    below 2**-400, where squared distances overflow or underflow): the embeddings used here are invariant to
+    scaling X."""
+    return rescale_points(as_points(X))[0]
+
+
+def _check_passed_on(kwargs: dict, counts: tuple[str, ...]) -> None:
+    """Bound the iteration counts and validate ``n_jobs`` of the keywords passed on to the estimator."""
+    for name in counts:
+        if name in kwargs:
+            check_int(kwargs[name], name, minimum=1, maximum=_MAX_ITER)
+    if kwargs.get("n_jobs") is not None:
+        kwargs["n_jobs"] = n_threads(kwargs["n_jobs"], name="n_jobs")
 
 
 def _seed(rng: np.random.Generator) -> int:
@@ -65,7 +81,9 @@ def ltsa_seriation(X: ArrayLike, *, n_neighbors: int = 15, eigen_solver: str = "
     Parameters
     ----------
     X : array_like, shape (n_samples, n_features)
-        Points sampled along a curve (dense, finite).
+        Points sampled along a curve (dense, finite). Points whose largest magnitude is beyond
+        2**400 or below 2**-400 are first scaled by a power of two, exactly (the order is invariant
+        to scaling X).
     n_neighbors : int, optional
         Size of each local neighbourhood (scikit-learn's LTSA excludes the point itself); between 2
         and ``n_samples - 1``.
@@ -125,12 +143,11 @@ def ltsa_seriation(X: ArrayLike, *, n_neighbors: int = 15, eigen_solver: str = "
     rng = normalize_rng(rng)
     n = _n_samples(X)
     root = _check_root(root, max(n, 1))
-    P = as_points(X)
+    P = _points(X)
     seed = _seed(rng)
     if n <= 2:
         return _trivial(n, root, reconstruction_error=0.0, eigen_solver="none", random_state=seed)
-    if k > n - 1:
-        raise ValueError(f"`n_neighbors` must be at most n_samples - 1 = {n - 1}; got {k}")
+    check_neighbor_count(k, n)
 
     from sklearn.manifold import LocallyLinearEmbedding
 
@@ -174,7 +191,9 @@ def tsne_seriation(X: ArrayLike, *, perplexity: float = 30.0, init: str | ArrayL
     Parameters
     ----------
     X : array_like, shape (n_samples, n_features)
-        Points sampled along a curve (dense, finite).
+        Points sampled along a curve (dense, finite). Points whose largest magnitude is beyond
+        2**400 or below 2**-400 are first scaled by a power of two, exactly (the order is invariant
+        to scaling X).
     perplexity : float, optional
         Effective number of neighbours of the input probabilities; ``0 < perplexity < n_samples``.
     init : {'pca', 'random'} or array_like of shape (n_samples,) or (n_samples, 1), optional
@@ -189,7 +208,9 @@ def tsne_seriation(X: ArrayLike, *, perplexity: float = 30.0, init: str | ArrayL
     **kwargs
         Further keywords of :class:`sklearn.manifold.TSNE` (``max_iter``, ``early_exaggeration``,
         ``learning_rate``, ``angle``, ``metric``, ``method``, ``n_jobs``, ...); ``n_components``,
-        ``perplexity``, ``init`` and ``random_state`` are set here and refused.
+        ``perplexity``, ``init`` and ``random_state`` are set here and refused. ``max_iter`` and
+        ``n_iter_without_progress`` must be ints in [1, 2**31 - 1] and ``n_jobs`` a valid ``workers``
+        count (checked here); the rest are checked by scikit-learn.
 
     Returns
     -------
@@ -229,6 +250,8 @@ def tsne_seriation(X: ArrayLike, *, perplexity: float = 30.0, init: str | ArrayL
     (200,)
     """
     _check_kwargs(kwargs, ("n_components", "perplexity", "init", "random_state"), "tsne_seriation")
+    kwargs = dict(kwargs)
+    _check_passed_on(kwargs, ("max_iter", "n_iter_without_progress"))
     perp = check_real(perplexity, "perplexity", low=0.0, low_open=True)
     n = _n_samples(X)
     if isinstance(init, str):
@@ -242,14 +265,18 @@ def tsne_seriation(X: ArrayLike, *, perplexity: float = 30.0, init: str | ArrayL
             raise ValueError(f"`init` must be 'pca', 'random' or an array of shape ({n},) or ({n}, 1); "
                              f"got shape {np.shape(init)}")
         init_arg = np.asarray(init_arg, dtype=np.float64)
+        check_finite(init_arg, "init")
     rng = normalize_rng(rng)
     root = _check_root(root, max(n, 1))
-    P = as_points(X)
+    P = _points(X)
     seed = _seed(rng)
     if n <= 2:
         return _trivial(n, root, kl_divergence=0.0, n_iter=0, random_state=seed)
     if perp >= n:
-        raise ValueError(f"`perplexity` must be less than n_samples = {n}; got {perp}")
+        raise ValueError(f"`perplexity` must be less than n_samples = {n} (the rows of `X`); got {perp}")
+    if not np.any(P != P[0]):
+        # every distance 0: no neighbour probabilities, and scikit-learn's t-SNE crashes the interpreter
+        raise ValueError(f"`X` must have at least 2 distinct rows for t-SNE; all {n} rows are equal")
 
     from sklearn.manifold import TSNE
 
@@ -278,7 +305,9 @@ def umap_seriation(X: ArrayLike, *, n_neighbors: int = 15, min_dist: float = 0.1
     Parameters
     ----------
     X : array_like, shape (n_samples, n_features)
-        Points sampled along a curve (dense, finite).
+        Points sampled along a curve (dense, finite). Points whose largest magnitude is beyond
+        2**400 or below 2**-400 are first scaled by a power of two, exactly (the order is invariant
+        to scaling X).
     n_neighbors : int, optional
         Neighbours per point of UMAP's fuzzy graph; between 2 and ``n_samples - 1``.
     min_dist : float, optional
@@ -292,7 +321,8 @@ def umap_seriation(X: ArrayLike, *, n_neighbors: int = 15, min_dist: float = 0.1
     **kwargs
         Further keywords of ``umap.UMAP`` (``n_epochs``, ``spread``, ``metric``, ``init``, ...);
         ``n_components``, ``n_neighbors``, ``min_dist`` and ``random_state`` are set here and
-        refused.
+        refused. ``n_epochs`` must be an int in [1, 2**31 - 1] and ``n_jobs`` a valid ``workers``
+        count (checked here).
 
     Returns
     -------
@@ -330,17 +360,18 @@ def umap_seriation(X: ArrayLike, *, n_neighbors: int = 15, min_dist: float = 0.1
     (300,)
     """
     _check_kwargs(kwargs, ("n_components", "n_neighbors", "min_dist", "random_state"), "umap_seriation")
+    kwargs = dict(kwargs)
+    _check_passed_on(kwargs, ("n_epochs",))
     k = check_int(n_neighbors, "n_neighbors", minimum=2)
     md = check_real(min_dist, "min_dist", low=0.0)
     rng = normalize_rng(rng)
     n = _n_samples(X)
     root = _check_root(root, max(n, 1))
-    P = as_points(X)
+    P = _points(X)
     seed = _seed(rng)
     if n <= 2:
         return _trivial(n, root, random_state=seed)
-    if k > n - 1:
-        raise ValueError(f"`n_neighbors` must be at most n_samples - 1 = {n - 1}; got {k}")
+    check_neighbor_count(k, n)
     try:
         import umap
     except ImportError as exc:

@@ -30,8 +30,8 @@ from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 from numtk._lib import MapWrapper, NumtkWarning, Result, n_threads, normalize_rng
 from numtk._lib._validation import as_array, check_bool, check_int, check_option, check_real
-from numtk.seriation._graph import (WEIGHTS, as_points, bridge_components, components, connect, graph_from_neighbors,
-                                   orient, transverse_offsets)
+from numtk.seriation._graph import (WEIGHTS, as_points, bridge_components, check_neighbor_count, components, connect,
+                                   graph_from_neighbors, orient, rescale_points, scaled_bandwidth, transverse_offsets)
 
 __all__ = ["stage"]
 
@@ -63,6 +63,7 @@ _AUTO_NOISE_MARGIN = 2.0  # ... keeping directions whose variance exceeds 2x the
 # weights this small change the embedding of the other points by about this fraction only.
 _WEIGHT_FLOOR = 1e-6
 _THREADED_ROWS = 50_000  # below this many nodes the solver kernels run on one thread (spawn costs dominate)
+_MAX_ITER = 2**31 - 1  # iteration counts are C ints in the compiled kernels
 
 
 def _pca_task(X: np.ndarray, neighbors: np.ndarray, tol: float):
@@ -513,7 +514,10 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     Parameters
     ----------
     X : array_like, shape (n_samples, n_features)
-        The points (finite). Exact duplicate rows share one embedding value.
+        The points (finite). Exact duplicate rows share one embedding value. Points whose largest
+        magnitude is beyond 2**400 or below 2**-400 (where squared distances overflow or underflow) are
+        first scaled by a power of two, exactly (the order is invariant to scaling X; ``embedding`` is
+        scaled back, and X so large that it overflows float64 is refused).
     n_neighbors : int, optional
         k of the symmetric k-NN graph (1 <= k <= number of distinct rows - 1).
     weights : {'gaussian', 'binary'}, optional
@@ -549,7 +553,8 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         out and at most a quarter of the features do. Isotropic noise in many features is the usual case (e.g. gene
         expression); the projection makes the neighbour search tree-based instead of brute force.
     max_sync_iter : int, optional
-        Power iterations of the sign synchronisation after the spanning-tree initialisation.
+        Power iterations of the sign synchronisation after the spanning-tree initialisation (at most
+        2**31 - 1).
     solver : {'auto', 'cg', 'direct'}, optional
         The Laplacian solve. 'cg': compiled conjugate gradients on the complement of the constants,
         preconditioned by `preconditioner`; 'direct': sparse LU (SuperLU, COLAMD ordering) of the system
@@ -562,7 +567,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         Relative residual :math:`\|b - L f\| / \|b\|` at which the solve stops (``residual`` of the result
         is below it, for either solver; a warning says when it is not reached).
     max_iter : int, optional
-        Iterations of the conjugate gradients; default max(1000, n).
+        Iterations of the conjugate gradients; default max(1000, n); at most 2**31 - 1.
     allow_disconnected : bool, optional
         True (default): a disconnected graph is joined along a spanning tree of its components, each
         link the pair (among each point's 48 nearest outside its component) of least
@@ -649,14 +654,18 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     (3, True)
     """
     X = as_points(X)
+    # An extreme scale (squared distances overflowing or underflowing) is removed exactly by a power of two: the
+    # order is invariant to scaling X; the embedding is scaled back at the end.
+    X, scale = rescale_points(X)
     check_option(weights, "weights", WEIGHTS)
     check_option(solver, "solver", SOLVERS)
     check_option(preconditioner, "preconditioner", PRECONDITIONERS)
     check_bool(allow_disconnected, "allow_disconnected")
-    max_sync_iter = check_int(max_sync_iter, "max_sync_iter", minimum=0)
+    max_sync_iter = check_int(max_sync_iter, "max_sync_iter", minimum=0, maximum=_MAX_ITER)
     tol = check_real(tol, "tol", low=0.0, high=1.0, low_open=True)
     if max_iter is not None:
-        max_iter = check_int(max_iter, "max_iter", minimum=1)
+        max_iter = check_int(max_iter, "max_iter", minimum=1, maximum=_MAX_ITER)
+    bandwidth = scaled_bandwidth(bandwidth, scale)
     rng = normalize_rng(rng)
     # an int runs native threads (and scikit-learn's n_jobs); a map-like callable carries the local PCA
     threads = workers if callable(workers) else n_threads(workers)
@@ -680,16 +689,18 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     if tangent_neighbors != "auto":
         tangent_neighbors = check_int(tangent_neighbors, "tangent_neighbors", minimum=2, maximum=max(2, m))
     k = check_int(n_neighbors, "n_neighbors", minimum=1)
-    if m >= 3 and dim > 1 and k > m - 1:
-        raise ValueError(f"`n_neighbors` must be at most the number of distinct samples - 1 = {m - 1}; got {k}")
+    if m >= 3 and dim > 1:
+        check_neighbor_count(k, n, m)
     if neighbors is not None and m >= 3 and dim > 1:
         if m != n:
             raise ValueError("`neighbors` needs distinct rows of `X`; X has duplicate rows")
         dist, ind = _check_neighbors(neighbors, n, k)
+        if scale != 1.0:
+            dist = dist / scale
     basis = _principal_basis(U, pca_components, neighbors is not None) if m >= 3 else None
     P = U if basis is None else np.ascontiguousarray((U - U.mean(axis=0)) @ basis)
     if m < 3 or P.shape[1] == 1:
-        return _small_or_line(X, P, inverse, root, basis)
+        return _small_or_line(X, P, inverse, root, basis, scale)
     sizes = _neighbourhood_sizes(m, k, tangent_neighbors)
     if neighbors is not None:
         nn = None
@@ -723,12 +734,24 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     f = orient(sol.embedding, None if root is None else inverse[root])
     if basis is not None:  # tangents in the coordinates of X, with the raw sign rule applied there
         tangents, signs = _to_features(tangents, basis, signs)
-    embedding = f[inverse]
+    embedding = _unscale(f[inverse], scale)
     return Result(order=np.argsort(embedding, kind="stable"), embedding=embedding, tangents=tangents[inverse],
                   signs=signs[inverse], graph=W, inverse=inverse, residual=sol.residual, misfit=sol.misfit,
                   nit=sol.nit, n_components=int(n_comp), labels=labels[inverse], frustration=frustration,
                   tangent_neighbors=int(kp), tangent_fit_points=fit_points, isotropy=isotropy[inverse],
                   transverse_edges=int(n_transverse), pca_components=None if basis is None else int(basis.shape[1]))
+
+
+def _unscale(embedding: np.ndarray, scale: float) -> np.ndarray:
+    """The embedding in the units of X (see rescale_points); refused when that overflows float64."""
+    if scale == 1.0:
+        return embedding
+    with np.errstate(over="ignore"):
+        out = embedding * scale
+    if not np.all(np.isfinite(out)):
+        raise ValueError("`X` is too large: the embedding (an arc length in the units of X) overflows float64; "
+                         "divide X by a constant first (the order is invariant to scaling X)")
+    return out
 
 
 def _to_features(tangents: np.ndarray, basis: np.ndarray, signs: np.ndarray):
@@ -765,7 +788,7 @@ def _check_neighbors(neighbors, n: int, k: int) -> tuple[np.ndarray, np.ndarray]
     return dist, ind.astype(np.int64, copy=False)
 
 
-def _small_or_line(X, U, inverse, root, basis=None) -> Result:
+def _small_or_line(X, U, inverse, root, basis=None, scale=1.0) -> Result:
     """n_distinct <= 2 or one coordinate: the embedding is exact without the graph machinery."""
     m, dim = U.shape
     if dim == 1:
@@ -784,7 +807,7 @@ def _small_or_line(X, U, inverse, root, basis=None) -> Result:
     signs = np.ones(m, dtype=np.int8)
     if basis is not None:
         tangents, signs = _to_features(tangents, basis, signs)
-    embedding = f[inverse]
+    embedding = _unscale(f[inverse], scale)
     n = X.shape[0]
     return Result(order=np.argsort(embedding, kind="stable"), embedding=embedding, tangents=tangents[inverse],
                   signs=signs[inverse], graph=sp.csr_matrix((m, m)), inverse=inverse, residual=0.0, misfit=0.0,
