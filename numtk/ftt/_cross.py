@@ -20,12 +20,16 @@ import numpy as np
 import scipy.linalg
 
 from numtk._lib import normalize_rng, progress_bar
-from numtk._lib._validation import check_bool, check_int, check_real
+from numtk._lib._validation import as_array, check_bool, check_finite, check_int, check_real
 from numtk._lib._workers import as_map, map_rows
 from numtk.ftt._basis import Basis1D, evaluate
 from numtk.ftt._functional_tt import FunctionalTT
 
 __all__ = ["tt_cross", "interpolation_nodes"]
+
+_MAX_D = 10_000        # variables (each index set and the 1000-point test set are O(d))
+_MAX_RANK = 256        # fiber matrices are r x n x (r + kick)
+_MAX_SWEEPS = 10_000
 
 
 def interpolation_nodes(basis: str = "legendre", degree: int = 16, domain: Any = None, *, loc: float = 0.0,
@@ -66,11 +70,38 @@ def interpolation_nodes(basis: str = "legendre", degree: int = 16, domain: Any =
     >>> interpolation_nodes("bspline", 3, (0, 3)).round(4).tolist()
     [0.0, 1.0, 2.0, 3.0]
     """
-    dom = None if domain is None else [list(np.asarray(domain, dtype=np.float64).reshape(-1))]
-    if dom is not None and len(dom[0]) != 2:
-        raise ValueError(f"`domain` must be a pair (lo, hi); got {domain!r}")
+    dom = None
+    if domain is not None:
+        arr = as_array(domain, "domain").astype(np.float64).reshape(-1)
+        if len(arr) != 2:
+            raise ValueError(f"`domain` must be a pair (lo, hi); got {domain!r}")
+        dom = [list(arr)]
     b = FunctionalTT(basis, degree, 1, dom, loc=loc, scale=scale)._resolve_bases(1, None)[0]
-    return _nodes(b)
+    return _checked_nodes(b, 0)
+
+
+def _checked_nodes(basis: Basis1D, k: int) -> np.ndarray:
+    """The nodes of coordinate k, refused when they overflow or coincide in floating point."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        x = _nodes(basis)
+    if not (np.all(np.isfinite(x)) and np.all(np.diff(x) > 0)):
+        which = "`loc` and `scale`" if basis.kind == "hermite" else "`domain`"
+        raise ValueError(f"{which} of coordinate {k} put the interpolation nodes beyond the floating-point range "
+                         "or onto coinciding values")
+    return x
+
+
+class _RealValued:
+    """``f`` with its values checked to be real (no complex value silently cast); picklable if ``f`` is."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def __call__(self, X):
+        out = np.asarray(self.f(X))
+        if out.dtype.kind not in "biuf":
+            raise TypeError(f"`f` must return real numbers; got dtype {out.dtype}")
+        return out
 
 
 def _nodes(basis: Basis1D) -> np.ndarray:
@@ -139,7 +170,7 @@ def tt_cross(f: Callable, d: int, *, basis: str = "legendre", degree: Any = 16, 
     f : callable
         Vectorised function mapping an array of shape (K, d) to K finite values.
     d : int
-        Number of variables (>= 1).
+        Number of variables (1 to 10000).
     basis : {'legendre', 'hermite', 'bspline'} or sequence of str, default 'legendre'
         Univariate basis per coordinate, as in :class:`FunctionalTT`.
     degree : int or sequence of int, default 16
@@ -149,16 +180,16 @@ def tt_cross(f: Callable, d: int, *, basis: str = "legendre", degree: Any = 16, 
     loc, scale : float or array_like of shape (d,), default 0.0 and 1.0
         Centre and width of the Hermite bases.
     max_rank : int, default 10
-        Largest rank of any bond.
+        Largest rank of any bond (at most 256).
     tol : float, default 1e-8
         Relative accuracy: the truncation threshold of each fiber's SVD, and the stopping criterion (the
         relative RMS change of the interpolant, measured on 1000 random grid points, between two
         sweeps).
     sweeps : int, default 10
-        Maximum number of sweeps (a left-to-right and a right-to-left pass each).
+        Maximum number of sweeps (a left-to-right and a right-to-left pass each; at most 10000).
     kick : int, default 2
         Random indices added to the fixed side of every fiber in each pass; 0 keeps the initial
-        ranks (2) fixed.
+        ranks (2) fixed; at most 256.
     rng : {None, int, numpy.random.Generator}, optional
         Randomness of the initial and added index sets.
     workers : int or map-like callable, optional
@@ -215,20 +246,36 @@ def tt_cross(f: Callable, d: int, *, basis: str = "legendre", degree: Any = 16, 
     """
     if not callable(f):
         raise TypeError(f"`f` must be callable; got {type(f).__name__}")
-    d = check_int(d, "d", minimum=1)
-    max_rank = check_int(max_rank, "max_rank", minimum=1)
+    d = check_int(d, "d", minimum=1, maximum=_MAX_D)
+    max_rank = check_int(max_rank, "max_rank", minimum=1, maximum=_MAX_RANK)
     tol = check_real(tol, "tol", low=0.0)
-    sweeps = check_int(sweeps, "sweeps", minimum=1)
-    kick = check_int(kick, "kick", minimum=0)
+    sweeps = check_int(sweeps, "sweeps", minimum=1, maximum=_MAX_SWEEPS)
+    kick = check_int(kick, "kick", minimum=0, maximum=_MAX_RANK)
     progress = check_bool(progress, "progress")
     rng = normalize_rng(rng)
+    if workers is not None and not callable(workers):
+        from numtk._lib._workers import n_threads
+
+        n_threads(workers)  # an int `workers` is validated (bounded) before any pool is opened
     est = FunctionalTT(basis, degree, 1, domain, loc=loc, scale=scale)
     bases = est._resolve_bases(d, None)
-    nodes = [_nodes(b) for b in bases]
+    nodes = [_checked_nodes(b, k) for k, b in enumerate(bases)]
     ns = [b.n for b in bases]
     # nodal values -> coefficients: V c = g with V[j, i] = phi_i(node_j)
-    inv_colloc = [np.linalg.inv(evaluate(b, x)[0]) for b, x in zip(bases, nodes)]
+    inv_colloc = []
+    for k, (b, x) in enumerate(zip(bases, nodes)):
+        V = evaluate(b, x)[0]
+        try:
+            inv = np.linalg.inv(V)
+        except np.linalg.LinAlgError:
+            inv = None
+        if inv is None or not np.all(np.isfinite(inv)):
+            which = "`loc` and `scale`" if b.kind == "hermite" else "`domain`"
+            raise ValueError(f"the collocation matrix of coordinate {k} is singular in floating point: check "
+                             f"{which} and `degree`")
+        inv_colloc.append(inv)
     n_evals = [0]
+    f = _RealValued(f)
 
     pool = contextlib.nullcontext(None) if workers is None or workers == 1 else as_map(workers)
     with pool as mapper:

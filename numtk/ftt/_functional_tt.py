@@ -18,6 +18,8 @@ __all__ = ["FunctionalTT"]
 _BASES = ("legendre", "hermite", "bspline")
 _EXTRAPOLATE = ("linear", "clip", "raise")
 _MAX_N = 512
+_MAX_RANK = 256      # initial ranks and rank caps
+_MAX_SWEEPS = 10_000
 
 
 def _per_coordinate(value: Any, d: int, name: str) -> list:
@@ -269,7 +271,7 @@ class FunctionalTT(Estimator):
                 raise ValueError(f"`directional` must have the shape of `X`, {(M, d)}; got {directional.shape}")
         init = check_option(init, "init", ("random", "additive"))
         threads = n_threads(self.workers)
-        sweeps = check_int(sweeps, "sweeps", minimum=1)
+        sweeps = check_int(sweeps, "sweeps", minimum=1, maximum=_MAX_SWEEPS)
         tol = check_real(tol, "tol", low=0.0)
         if isinstance(regularization, dict):
             unknown = set(regularization) - {"ridge", "h2"}
@@ -335,10 +337,10 @@ class FunctionalTT(Estimator):
         if isinstance(self.ranks, (str, bytes)):
             raise TypeError(f"`ranks` must be an int or a sequence of ints; got {self.ranks!r}")
         if np.ndim(self.ranks) == 0:
-            r = check_int(self.ranks, "ranks", minimum=1)
+            r = check_int(self.ranks, "ranks", minimum=1, maximum=_MAX_RANK)
             inner = [r] * (d - 1)
         else:
-            inner = [check_int(v, "ranks", minimum=1) for v in self.ranks]
+            inner = [check_int(v, "ranks", minimum=1, maximum=_MAX_RANK) for v in self.ranks]
             if len(inner) != d - 1:
                 raise ValueError(f"`ranks` must be an int or have d - 1 = {d - 1} entries; got {len(inner)}")
         # cap by what the bond can carry
@@ -413,17 +415,24 @@ class FunctionalTT(Estimator):
                 raise ValueError(f"`X` has points outside the domain [{b.p0}, {b.p1}] of coordinate {k} "
                                  "(extrapolate='raise')")
 
-    def _eval(self, X, grad, lap):
+    def _eval(self, X, grad, lap, finite=True):
         from numtk.ftt import _ftt_ext
 
         X = self._check_X(X)
         if self.extrapolate == "raise":
             self._check_inside(X, self._bases)
         bs = self._bases
-        ext = _basis.EXTRAPOLATE[self.extrapolate]
+        ext = _basis.EXTRAPOLATE[check_option(self.extrapolate, "extrapolate", _EXTRAPOLATE)]
         threads = n_threads(self.workers)
-        return _ftt_ext.evaluate(X, [_basis.KINDS[b.kind] for b in bs], [b.n for b in bs], [b.p0 for b in bs],
-                                 [b.p1 for b in bs], ext, list(self.cores_), grad, lap, threads)
+        out = _ftt_ext.evaluate(X, [_basis.KINDS[b.kind] for b in bs], [b.n for b in bs], [b.p0 for b in bs],
+                                [b.p1 for b in bs], ext, list(self.cores_), grad, lap, threads)
+        if finite:
+            for part in out:
+                if part is not None and isinstance(part, np.ndarray) and part.size and \
+                        not np.isfinite(np.sum(part, dtype=np.float64)) and not np.all(np.isfinite(part)):
+                    raise ValueError("`X` has points so far out that the train's value or derivatives overflow "
+                                     "in floating point (polynomial growth of the basis)")
+        return out
 
     def predict(self, X: Any) -> np.ndarray:
         """Values f(x) at the rows of X.
@@ -571,7 +580,7 @@ class FunctionalTT(Estimator):
         if tol is None and max_rank is None:
             raise ValueError("`round` needs `tol`, `max_rank` or both")
         tol = 0.0 if tol is None else check_real(tol, "tol", low=0.0)
-        cap = None if max_rank is None else check_int(max_rank, "max_rank", minimum=1)
+        cap = None if max_rank is None else check_int(max_rank, "max_rank", minimum=1, maximum=_MAX_RANK)
         U = [_basis.gram_factor(b) for b in self._bases]
         cores = [to_orth(c, u) for c, u in zip(self.cores_, U)]
         d = len(cores)
@@ -745,6 +754,7 @@ class FunctionalTT(Estimator):
             if [g + 1 for g in degs] != ns:
                 raise ValueError(f"`degree` {degs} does not match the cores' basis sizes {ns}")
         ranks = [c.shape[2] for c in cs[:-1]] or 1
+        n_threads(workers)  # validated here: from_cores makes a fitted estimator that evaluates at once
         est = cls(basis, degree, ranks, domain, loc=loc, scale=scale, extrapolate=extrapolate, workers=workers)
         bases = est._resolve_bases(d, None)
         return est._set_fitted(bases, cs)

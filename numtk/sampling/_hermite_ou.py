@@ -32,15 +32,13 @@ from numtk.ftt import FunctionalTT
 __all__ = ["HermiteOUSolution", "hermite_solution"]
 
 _BULK_RADIUS = 4.0
+_MAX_HERMITE_DEGREE = 2000  # Hermite degree per coordinate (quadrature with 4 (degree + 1) nodes)
 
 
 def _per_coordinate(value: Any, d: int, name: str) -> np.ndarray:
-    if isinstance(value, (str, bytes)):
+    if isinstance(value, (str, bytes, bool, np.bool_)):
         raise TypeError(f"`{name}` must be a real number or a sequence of {d} real numbers")
-    try:
-        arr = np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TypeError(f"`{name}` must be a real number or a sequence of {d} real numbers") from None
+    arr = as_array(value, name).astype(np.float64)
     if arr.ndim == 0:
         arr = np.full(d, float(arr))
     if arr.shape != (d,):
@@ -315,7 +313,7 @@ class HermiteOUSolution:
         if M == 0:
             return logf, grad, 0
         with np.errstate(all="ignore"):
-            f, g = self._normalised_ftt(tau).evaluate(y, gradient=True)
+            f, g, _ = self._normalised_ftt(tau)._eval(y, True, False, finite=False)
             finite = np.isfinite(f) & np.isfinite(g).all(axis=1)
             central = finite & (np.abs(y).max(axis=1) <= _BULK_RADIUS)
             pool = f[central] if central.any() else f[finite]
@@ -482,7 +480,9 @@ class HermiteOUSolution:
         >>> bool(np.isclose(sol.tail_energy(0.5), np.exp(-2) / (1 + np.exp(-2))))
         True
         """
-        taus = np.asarray(tau, dtype=np.float64)
+        if isinstance(tau, (bool, np.bool_)):
+            raise TypeError("`tau` must be a real number or an array of real numbers; got a bool")
+        taus = as_array(tau, "tau").astype(np.float64)
         if not np.all(np.isfinite(taus)) or np.any(taus < 0):
             raise ValueError(f"`tau` must be finite and >= 0; got {tau}")
         degree_frac = check_real(degree_frac, "degree_frac", low=0.0, high=1.0, low_open=True)
@@ -493,9 +493,9 @@ class HermiteOUSolution:
             K = int(math.floor(degree_frac * max(self.degrees)))
             j = np.arange(E.size)
             # log-sum-exp over j for stability: log(E_j) - 2 j tau
-            with np.errstate(divide="ignore"):
+            with np.errstate(divide="ignore", over="ignore"):
                 logE = np.log(E)
-            expo = logE[None, :] - 2.0 * flat[:, None] * j[None, :]
+                expo = logE[None, :] - (flat[:, None] * j[None, :]) * 2.0  # (tau * 0) first: no inf * 0
             top = np.max(expo, axis=1, keepdims=True)
             w = np.exp(expo - top)
             ratio = w[:, j > K].sum(axis=1) / w.sum(axis=1)
@@ -511,7 +511,8 @@ class HermiteOUSolution:
             n = c.shape[1]
             K = int(math.floor(degree_frac * (n - 1)))
             i = np.arange(n)
-            w = np.exp(-2.0 * taus[:, None] * i[None, :])                     # (G, n)
+            with np.errstate(over="ignore"):
+                w = np.exp(-(taus[:, None] * i[None, :]) * 2.0)              # (G, n)
             # P[g, i] = A_i^T v[g] A_i, summed with weights over the index ranges
             p0 = np.einsum("aic,gab,bid->gicd", c, v0, c, optimize=True)
             p1 = np.einsum("aic,gab,bid->gicd", c, v1, c, optimize=True)
@@ -623,7 +624,7 @@ def hermite_solution(target: Any, *, degree: int = 120, loc: Any = None, scale: 
         raise ValueError(f"`target` {getattr(target, 'name', type(target).__name__)!r} has no Hermite tensor "
                          "train (`has_hermite` is False): the Hermite path needs a product target or a diagonal "
                          "Gaussian (mixture)")
-    degree = check_int(degree, "degree", minimum=0)
+    degree = check_int(degree, "degree", minimum=0, maximum=_MAX_HERMITE_DEGREE)
     d = int(target.dim)
     if loc is None or scale is None:
         bounds = getattr(target, "bounds", None)
@@ -641,5 +642,9 @@ def hermite_solution(target: Any, *, degree: int = 120, loc: Any = None, scale: 
     if np.any(scale_arr <= 0):
         raise ValueError(f"`scale` must be > 0; got {scale_arr}")
     cores = target._hermite_tt(degree, loc_arr, scale_arr)
+    norms = [float(np.linalg.norm(c)) for c in cores]
+    if min(norms) == 0.0 or not all(np.isfinite(norms)):
+        raise ValueError("the target's Hermite coefficients under this `loc` and `scale` vanish or overflow "
+                         "in double precision; precondition so that the mass lies within about +-2.5")
     return HermiteOUSolution(cores, loc=loc_arr, scale=scale_arr, times=times, T=T, hermite_tol=hermite_tol,
                              eps=eps)

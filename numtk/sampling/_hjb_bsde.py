@@ -35,6 +35,8 @@ from numtk._lib._validation import as_array, check_bool, check_finite, check_int
 from numtk._lib._warnings import NumtkWarning
 from numtk._lib._workers import map_rows, n_threads
 from numtk.ftt import FunctionalTT
+from numtk.sampling._hermite_ou import _MAX_HERMITE_DEGREE
+from numtk.sampling._targets import check_size
 
 __all__ = ["solve_hjb", "time_grid"]
 
@@ -45,6 +47,15 @@ _BOX_CAP = 15.0
 # ---------------------------------------------------------------------------------------------------------
 # building blocks
 
+_MAX_T = 1e3          # horizon: e^{-T} is below double precision long before
+_MAX_STEPS = 1 << 20  # time steps
+_MAX_GRADING = 100.0
+_MAX_DEGREE = 511     # as FunctionalTT (512 basis functions per coordinate)
+_MAX_ITER = 10_000    # ALS sweeps, Newton iterations
+_MAX_REFINE = 100
+_MAX_PILOT_STEPS = 1_000_000
+
+
 def time_grid(T: float = 5.0, n_steps: int = 100, grading: float = 3.0) -> np.ndarray:
     """The sampler's time grid from 0 to T, graded towards the target end.
 
@@ -54,11 +65,12 @@ def time_grid(T: float = 5.0, n_steps: int = 100, grading: float = 3.0) -> np.nd
     Parameters
     ----------
     T : float, default 5.0
-        Horizon (positive).
+        Horizon, in ``(0, 1000]``.
     n_steps : int, default 100
-        Number of steps N.
+        Number of steps N, in ``[1, 2**20]``.
     grading : float, default 3.0
-        Exponent kappa >= 1 (1 is uniform).
+        Exponent kappa in ``[1, 100]`` (1 is uniform). A grid whose times coincide in floating point is
+        refused.
 
     Returns
     -------
@@ -71,13 +83,18 @@ def time_grid(T: float = 5.0, n_steps: int = 100, grading: float = 3.0) -> np.nd
     >>> [round(float(v), 4) for v in t]
     [0.0, 0.4375, 0.75, 0.9375, 1.0]
     """
-    T = check_real(T, "T", low=0.0)
+    T = check_real(T, "T", low=0.0, high=_MAX_T)
     if T <= 0:
         raise ValueError(f"`T` must be positive; got {T}")
-    n_steps = check_int(n_steps, "n_steps", minimum=1)
-    grading = check_real(grading, "grading", low=1.0)
+    n_steps = check_int(n_steps, "n_steps", minimum=1, maximum=_MAX_STEPS)
+    grading = check_real(grading, "grading", low=1.0, high=_MAX_GRADING)
     tau = T * (np.arange(n_steps + 1) / n_steps) ** grading
-    return np.ascontiguousarray(T - tau[::-1])
+    t = np.ascontiguousarray(T - tau[::-1])
+    if np.any(np.diff(t) <= 0):
+        raise ValueError(f"`T` = {T}, `n_steps` = {n_steps} and `grading` = {grading} give a grid with "
+                         "coinciding times (steps below the floating-point resolution); use a larger `T`, "
+                         "fewer steps or a smaller `grading`")
+    return t
 
 
 def _check_time_grid(times: Any) -> np.ndarray:
@@ -381,12 +398,13 @@ def trusted_gradient(W, y: np.ndarray, diag: dict | None = None) -> np.ndarray:
     ``diag['grad_bound']``, the largest the fit has on its design: where several coordinates are in
     their tails at once, a fit's slopes are unconstrained even inside the box.
     """
+    # the sampler's paths may wander far out: non-finite rows are left to the caller (_tame zeroes them)
     if diag is None:
-        return W.gradient(y)
+        return W._eval(y, True, False, finite=False)[1]
     trust = diag.get("trust")
     if trust is not None:
         y = np.clip(y, trust[:, 0], trust[:, 1])
-    g = W.gradient(y)
+    g = W._eval(y, True, False, finite=False)[1]
     bound = diag.get("grad_bound")
     if bound is not None and np.isfinite(bound):
         norms = np.sqrt(np.einsum("ij,ij->i", g, g))
@@ -498,8 +516,16 @@ def value_function(W: FunctionalTT, loc: Any = 0.0, scale: Any = 1.0) -> Functio
             cores.append(c)
         cores.append(np.stack([ones[-1], quad[-1]], axis=0)[:, :, None])
     V = (W + W._like(cores)).round(tol=1e-12)
-    domain = np.array([[loc[k] + scale[k] * b.p0, loc[k] + scale[k] * b.p1] if b.bounded else [np.nan, np.nan]
-                       for k, b in enumerate(bases)])
+    with np.errstate(over="ignore", invalid="ignore"):
+        domain = np.array([[loc[k] + scale[k] * b.p0, loc[k] + scale[k] * b.p1] if b.bounded else [np.nan, np.nan]
+                           for k, b in enumerate(bases)])
+        h_check = np.array([[loc[k] + scale[k] * b.p0, scale[k] * b.p1] for k, b in enumerate(bases)
+                            if not b.bounded]).reshape(-1, 2)
+    box = domain[[b.bounded for b in bases]]
+    if not (np.all(np.isfinite(box)) and np.all(box[:, 0] < box[:, 1]) and np.all(np.isfinite(h_check))
+            and np.all(h_check[:, 1] > 0)):
+        raise ValueError("`loc` and `scale` map the basis box of `W` beyond the floating-point range (or onto "
+                         "a single point); use the preconditioning of the solve_hjb result")
     h_loc = [loc[k] + scale[k] * b.p0 if not b.bounded else 0.0 for k, b in enumerate(bases)]
     h_scale = [scale[k] * b.p1 if not b.bounded else 1.0 for k, b in enumerate(bases)]
     return FunctionalTT.from_cores(V.cores_, [b.kind for b in bases], [b.n - 1 for b in bases],
@@ -689,30 +715,43 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
         times = _check_time_grid(time_grid)
     else:
         times = globals()["time_grid"](T, n_steps, grading)
-    newton_iter = check_int(newton_iter, "newton_iter", minimum=1)
+    newton_iter = check_int(newton_iter, "newton_iter", minimum=1, maximum=_MAX_ITER)
     newton_tol = check_real(newton_tol, "newton_tol", low=0.0)
-    degree = check_int(degree, "degree", minimum=1)
-    ranks = check_int(ranks, "ranks", minimum=1)
+    basis = check_option(basis, "basis", ("legendre", "hermite", "bspline"))
+    degree = check_int(degree, "degree", minimum=1, maximum=_MAX_DEGREE)
+    ranks = check_int(ranks, "ranks", minimum=1, maximum=64)
     max_rank = check_int(max_rank, "max_rank", minimum=1, maximum=64)
-    sweeps = check_int(sweeps, "sweeps", minimum=1)
-    terminal_sweeps = check_int(terminal_sweeps, "terminal_sweeps", minimum=1)
+    rank_tol = check_real(rank_tol, "rank_tol", low=0.0)
+    sweeps = check_int(sweeps, "sweeps", minimum=1, maximum=_MAX_ITER)
+    terminal_sweeps = check_int(terminal_sweeps, "terminal_sweeps", minimum=1, maximum=_MAX_ITER)
     terminal = check_option(terminal, "terminal", ("fit", "cross"))
-    refine = check_int(refine, "refine", minimum=0)
+    refine = check_int(refine, "refine", minimum=0, maximum=_MAX_REFINE)
     refine_paths = check_int(refine_paths, "refine_paths", minimum=10)
     control_variate = check_bool(control_variate, "control_variate")
     progress = check_bool(progress, "progress")
     pilot_kind = check_option(pilot, "pilot", ("mcmc", "broad"))
-    pilot_steps = check_int(pilot_steps, "pilot_steps", minimum=0)
+    pilot_steps = check_int(pilot_steps, "pilot_steps", minimum=0, maximum=_MAX_PILOT_STEPS)
+    hermite_degree = check_int(hermite_degree, "hermite_degree", minimum=0, maximum=_MAX_HERMITE_DEGREE)
+    hermite_tol = check_real(hermite_tol, "hermite_tol", low=0.0, high=1.0, low_open=True, high_open=True)
     if callback is not None and not callable(callback):
         raise TypeError(f"`callback` must be callable or None; got {type(callback).__name__}")
+    if workers is not None and not callable(workers):
+        n_threads(workers)
     if regularization is None:
         regularization = {"ridge": 1e-8, "h2": 1e-4} if basis == "bspline" else 1e-8
-    mix = np.asarray(design_mix, dtype=np.float64)
+    elif not isinstance(regularization, dict):
+        regularization = check_real(regularization, "regularization", low=0.0)
+    mix = as_array(design_mix, "design_mix", ndim=1).astype(np.float64)
+    check_finite(mix, "design_mix")
     if mix.shape != (3,) or np.any(mix < 0) or not np.isclose(mix.sum(), 1.0):
         raise ValueError(f"`design_mix` must be three non-negative fractions summing to 1; got {design_mix}")
     if n_paths is None:
         n_paths = max(4000, 20 * ranks * ranks * (degree + 1))
     n_paths = check_int(n_paths, "n_paths", minimum=50)
+    # the design's basis values (n_paths, d, degree + 1) and the regression's temporaries, per step
+    check_size(n_paths, 8 * d * (degree + 2) * 4, "n_paths")
+    # refinement paths and pilot chains: (refine_paths, d) points and their temporaries
+    check_size(refine_paths, 8 * (d + 1) * 8, "refine_paths")
     rng = normalize_rng(rng)
     if not control_variate:
         warnings.warn("control_variate=False: without the martingale control variate the regression is "
@@ -722,10 +761,21 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
     scale_a = np.ones(d) if scale is None else _per_coord(scale, d, "scale")
     if np.any(scale_a <= 0):
         raise ValueError("`scale` must be positive")
+    with np.errstate(over="ignore", invalid="ignore"):
+        reach = np.abs(loc_a) + 1e3 * scale_a  # the preconditioned box and the paths stay well within +-1e3
+    if not np.all(np.isfinite(reach)):
+        raise ValueError("`loc` and `scale` are so large that x = loc + scale * y overflows for the "
+                         "preconditioned points |y| <= 1e3")
 
     if method == "hermite":
         from numtk.sampling._hermite_ou import hermite_solution
 
+        if loc is not None:
+            loc = _per_coord(loc, d, "loc")
+        if scale is not None:
+            scale = _per_coord(scale, d, "scale")
+            if np.any(scale <= 0):
+                raise ValueError("`scale` must be positive")
         sol = hermite_solution(target, degree=hermite_degree, loc=loc, scale=scale, hermite_tol=hermite_tol,
                                times=times, T=float(times[-1]))
         return Result(times=times, W=[None] * len(times), V=[None] * len(times), phi=sol, log_Z_value=float(sol.log_Z),
@@ -805,7 +855,9 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
 
 
 def _per_coord(value: Any, d: int, name: str) -> np.ndarray:
-    a = np.asarray(value, dtype=np.float64)
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"`{name}` must be a real number or an array of shape ({d},); got a bool")
+    a = as_array(value, name).astype(np.float64)
     if a.ndim == 0:
         a = np.full(d, float(a))
     if a.shape != (d,) or not np.all(np.isfinite(a)):

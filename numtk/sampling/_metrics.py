@@ -53,6 +53,15 @@ def _pair(X: Any, Y: Any) -> tuple[np.ndarray, np.ndarray]:
     Y = _cloud(Y, "Y")
     if X.shape[1] != Y.shape[1]:
         raise ValueError(f"`Y` must have the same number of columns as `X`; got {Y.shape[1]} and {X.shape[1]}")
+    # squared distances between the points must be representable: |x - y|^2 <= d * span^2
+    lo = np.minimum(X.min(axis=0), Y.min(axis=0)).astype(np.float64)
+    hi = np.maximum(X.max(axis=0), Y.max(axis=0)).astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        span = float(np.max(hi - lo))
+        ok = np.isfinite(span) and span * span * X.shape[1] < 1e300
+    if not ok:
+        raise ValueError("`X` and `Y` spread so far that their squared distances overflow in double precision; "
+                         "rescale the samples")
     return X, Y
 
 

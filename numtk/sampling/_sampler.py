@@ -27,8 +27,9 @@ import numpy as np
 from numtk._lib import Result, normalize_rng
 from numtk._lib._estimator import check_is_fitted
 from numtk._lib._validation import check_bool, check_int, check_option
-from numtk._lib._workers import as_map
+from numtk._lib._workers import as_map, n_threads
 from numtk.sampling._hjb_bsde import trusted_gradient
+from numtk.sampling._targets import check_size
 
 __all__ = ["ScoreBasedSampler", "simulate_paths", "systematic_resample"]
 
@@ -202,6 +203,15 @@ class ScoreBasedSampler:
 
     def __init__(self, target: Any, *, solver: str = "auto", integrator: str = "ou-exponential",
                  transform: Any = None, **solve_hjb_kwargs: Any) -> None:
+        from numtk.sampling._targets import Target
+        from numtk.sampling._transforms import Transform
+
+        if not isinstance(target, Target) and not callable(target):
+            raise TypeError(f"`target` must be a numtk Target or a callable log-density; got {type(target).__name__}")
+        check_option(solver, "solver", ("auto", "bsde", "hermite"))
+        check_option(integrator, "integrator", ("ou-exponential", "euler"))
+        if transform is not None and not isinstance(transform, Transform):
+            raise TypeError(f"`transform` must be None or a numtk.sampling.Transform; got {type(transform).__name__}")
         self.target = target
         self.solver = solver
         self.integrator = integrator
@@ -220,8 +230,11 @@ class ScoreBasedSampler:
             solver = "bsde"
         kwargs = dict(self.solve_hjb_kwargs)
         if self.transform is not None:
-            from numtk.sampling._transforms import transform_target
+            from numtk.sampling._transforms import Transform, transform_target
 
+            if not isinstance(self.transform, Transform):
+                raise TypeError("`transform` must be None or a numtk.sampling.Transform; got "
+                                f"{type(self.transform).__name__}")
             target = transform_target(target, self.transform)
             T = self.transform
             if kwargs.get("design_samples") is not None:
@@ -244,7 +257,11 @@ class ScoreBasedSampler:
     def _paths(self, n, rng, workers):
         check_is_fitted(self, "solution_")
         n = check_int(n, "n", minimum=1)
+        # the end points (n, d) and the log-weights, plus the per-chunk temporaries of simulate_paths
+        check_size(n, 8 * (self.n_features_in_ + 1) * 3, "n")
         rng = normalize_rng(rng)
+        if workers is not None and not callable(workers):
+            n_threads(workers)  # validates an int `workers` (bounded) before any path is simulated
         if workers in (None, 1) or n < 2000:
             return simulate_paths(self._control, self.times_, self._pre.log_density, n, rng,
                                   dim=self.n_features_in_, integrator=self._integrator)
@@ -278,11 +295,11 @@ class ScoreBasedSampler:
         samples : ndarray of shape (n, d)
         log_weights : ndarray of shape (n,), only with ``return_log_weights``
         """
-        check_bool(return_log_weights, "return_log_weights")
+        return_log_weights = check_bool(return_log_weights, "return_log_weights")
         Y, logw = self._paths(n, rng, workers)
         X = self._pre.to_x(Y)
         if self._transform is not None:
-            X = self._transform.forward(X)
+            X = self._transform._forward(X)
         if return_log_weights:
             return X, logw + float(np.sum(np.log(self._pre.scale)))
         return X

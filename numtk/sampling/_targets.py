@@ -49,6 +49,47 @@ _FACTOR_NODES = 200          # Gauss-Legendre nodes of the 1-D noised-factor qua
 _FUNNEL_NODES = 3000         # Gauss-Legendre nodes of the funnel quadrature over u
 _FUNNEL_EXACT_TAU = 1e-12    # below this tau the funnel uses the exact target (see funnel's Notes)
 _CHUNK = 1 << 21             # elements per temporary (n_points x n_nodes) array
+_MAX_DIM = 1 << 20           # largest dimension a target may have (the factors and bounds are O(d))
+
+
+class Unsupported(TypeError, NotImplementedError):
+    """The target does not provide this operation (a TypeError, and a NotImplementedError for old code)."""
+
+
+def _available_bytes() -> int:
+    """Memory this process may still allocate: MemAvailable, capped by the address-space limit."""
+    import resource
+
+    limits = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    limits.append(int(line.split()[1]) * 1024)
+                    break
+    except (OSError, ValueError):
+        pass
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            limits.append(int(soft))
+    except (ValueError, OSError):  # pragma: no cover - not POSIX
+        pass
+    return min(limits) if limits else 1 << 36
+
+
+def check_size(count: int, bytes_per_item: float, name: str) -> None:
+    """Refuse ``count`` items of ``bytes_per_item`` bytes (temporaries included) beyond available memory."""
+    need = float(count) * float(bytes_per_item)
+    avail = _available_bytes()
+    if need > avail:
+        raise ValueError(f"`{name}` = {count} needs about {need / 2**30:.3g} GiB, more than the "
+                         f"{avail / 2**30:.3g} GiB this process may allocate")
+
+
+def check_dim(value: Any, name: str = "dim", minimum: int = 1) -> int:
+    """A dimension: an int in [minimum, 2**20]."""
+    return check_int(value, name, minimum=minimum, maximum=_MAX_DIM)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -114,6 +155,18 @@ def _check_tau(tau: Any, name: str = "tau") -> float:
 def _box_z(d: int) -> float:
     """Per-coordinate two-sided standard-normal quantile that leaves ``1e-6 / d`` mass outside."""
     return float(stats.norm.isf(_BOX_MASS_TAIL / (2.0 * d)))
+
+
+def _check_bounds(bounds: Any, dim: int) -> np.ndarray:
+    """A finite ``(dim, 2)`` box with ``low < high`` in every row."""
+    b = as_array(bounds, "bounds", ndim=2)
+    if b.shape != (dim, 2):
+        raise ValueError(f"`bounds` must have shape ({dim}, 2); got shape {b.shape}")
+    b = b.astype(np.float64)
+    check_finite(b, "bounds")
+    if np.any(b[:, 0] >= b[:, 1]):
+        raise ValueError("`bounds` rows must be [low, high] with low < high")
+    return b
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -373,11 +426,21 @@ class Target:
 
     def __init__(self, dim: int, *, name: str, log_Z: float | None = None, bounds: Any = None,
                  product_groups: list | None = None, params: dict | None = None):
-        self.dim = int(dim)
+        self.dim = check_dim(dim, "dim")
+        if not isinstance(name, str):
+            raise TypeError(f"`name` must be a str; got {type(name).__name__}")
         self.name = name
-        self.log_Z = None if log_Z is None else float(log_Z)
-        self._bounds = None if bounds is None else np.array(bounds, dtype=np.float64).reshape(self.dim, 2)
+        self.log_Z = None if log_Z is None else check_real(log_Z, "log_Z")
+        self._bounds = None if bounds is None else _check_bounds(bounds, self.dim)
+        if product_groups is not None:
+            if not isinstance(product_groups, (list, tuple)) or not all(
+                    isinstance(g, (list, tuple)) for g in product_groups):
+                raise TypeError("`product_groups` must be None or a list of lists of coordinate indices")
+            product_groups = [[check_int(i, "product_groups", minimum=0, maximum=self.dim - 1) for i in g]
+                              for g in product_groups]
         self.product_groups = product_groups
+        if params is not None and not isinstance(params, dict):
+            raise TypeError(f"`params` must be a dict or None; got {type(params).__name__}")
         self.params = {} if params is None else dict(params)
 
     # -- construction from callables ---------------------------------------------------------------------
@@ -462,19 +525,25 @@ class Target:
         return None if self._bounds is None else self._bounds.copy()
 
     def log_density(self, x: ArrayLike) -> np.ndarray:
-        r"""Unnormalised :math:`\log \rho(x)`: shape ``(n,)`` for ``x`` of shape ``(n, d)``."""
+        r"""Unnormalised :math:`\log \rho(x)`: shape ``(n,)`` for finite ``x`` of shape ``(n, d)``.
+
+        ``-inf`` where the density is zero, or underflows to zero in double precision (a Gaussian beyond
+        about ``1e154`` from its mean).
+        """
         x, single = self._check_x(x)
         return self._out(self._logp(x), single)
 
     def grad_log_density(self, x: ArrayLike) -> np.ndarray:
-        r""":math:`\nabla \log \rho(x)`, shape ``(n, d)``; NotImplementedError if ``has_grad`` is False."""
+        r""":math:`\nabla \log \rho(x)`, shape ``(n, d)``; :class:`Unsupported` (a TypeError and
+        NotImplementedError) if ``has_grad`` is False."""
         if not self.has_grad:
-            raise NotImplementedError(f"target {self.name!r} has no gradient of its log-density")
+            raise Unsupported(f"target {self.name!r} has no gradient of its log-density")
         x, single = self._check_x(x)
         return self._out(self._grad(x), single)
 
     def sample(self, n: int, rng: Any = None) -> np.ndarray:
-        """``n`` exact samples, shape ``(n, d)``; NotImplementedError if ``can_sample`` is False.
+        """``n`` exact samples, shape ``(n, d)``; :class:`Unsupported` (a TypeError and NotImplementedError)
+        if ``can_sample`` is False. ``n`` is refused beyond the memory available.
 
         Parameters
         ----------
@@ -485,8 +554,9 @@ class Target:
             Generator is used as it is (and advanced).
         """
         if not self.can_sample:
-            raise NotImplementedError(f"target {self.name!r} cannot draw exact samples")
+            raise Unsupported(f"target {self.name!r} cannot draw exact samples")
         n = check_int(n, "n", minimum=0)
+        check_size(n, 8 * self.dim * 4 + 64, "n")
         return self._sample(n, normalize_rng(rng))
 
     def log_noised_density(self, x: ArrayLike, tau: float) -> np.ndarray:
@@ -495,7 +565,7 @@ class Target:
         ``tau >= 0`` is the noising time; ``tau = 0`` gives :meth:`log_density`.
         """
         if not self.has_exact_noised:
-            raise NotImplementedError(f"target {self.name!r} has no exact noised density")
+            raise Unsupported(f"target {self.name!r} has no exact noised density")
         tau = _check_tau(tau)
         x, single = self._check_x(x)
         return self._out(self._noised(x, tau, False), single)
@@ -503,7 +573,7 @@ class Target:
     def noised_score(self, x: ArrayLike, tau: float) -> np.ndarray:
         r"""Exact :math:`\nabla \log \rho_\tau(x)`, shape ``(n, d)``, for ``tau >= 0``."""
         if not self.has_exact_noised:
-            raise NotImplementedError(f"target {self.name!r} has no exact noised density")
+            raise Unsupported(f"target {self.name!r} has no exact noised density")
         tau = _check_tau(tau)
         x, single = self._check_x(x)
         return self._out(self._noised(x, tau, True), single)
@@ -544,7 +614,7 @@ class Target:
             Preconditioning ``x = loc + scale * y`` (``scale > 0``).
         """
         if not self.has_hermite:
-            raise NotImplementedError(f"target {self.name!r} has no Hermite tensor train "
+            raise Unsupported(f"target {self.name!r} has no Hermite tensor train "
                                       "(only diagonal Gaussian mixtures and product targets do)")
         degree = check_int(degree, "degree", minimum=0)
         loc = self._per_coord(loc, "loc")
@@ -553,12 +623,14 @@ class Target:
             raise ValueError(f"`scale` must be > 0; got {scale}")
         cores = self._hermite_cores(degree, loc, scale)
         if not all(np.isfinite(c).all() for c in cores):
-            raise FloatingPointError("Hermite coefficients overflowed; precondition with `loc` and `scale` "
-                                     "so that the mass lies within about +-2.5")
+            raise ValueError("Hermite coefficients overflowed; precondition with `loc` and `scale` "
+                             "so that the mass lies within about +-2.5")
         return cores
 
     def _per_coord(self, value: Any, name: str) -> np.ndarray:
-        arr = np.asarray(value, dtype=np.float64)
+        if isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"`{name}` must be a real number or an array of shape ({self.dim},); got a bool")
+        arr = as_array(value, name).astype(np.float64)
         if arr.ndim == 0:
             arr = np.full(self.dim, float(arr))
         if arr.shape != (self.dim,):
@@ -572,20 +644,24 @@ class Target:
         return f"<Target {self.name!r}: dim={self.dim}, log_Z={lz}>"
 
     # -- hooks of the subclasses ------------------------------------------------------------------------------
-    def _logp(self, x):  # pragma: no cover - abstract
-        raise NotImplementedError
+    def _abstract(self):
+        return Unsupported(f"target {self.name!r} is a bare `Target` (the base class) and has no log-density; "
+                           "make targets with the factories or `Target.from_callable`")
+
+    def _logp(self, x):
+        raise self._abstract()
 
     def _grad(self, x):  # pragma: no cover
-        raise NotImplementedError
+        raise self._abstract()
 
     def _sample(self, n, rng):  # pragma: no cover
-        raise NotImplementedError
+        raise self._abstract()
 
     def _noised(self, x, tau, score):  # pragma: no cover
-        raise NotImplementedError
+        raise self._abstract()
 
     def _hermite_cores(self, degree, loc, scale):  # pragma: no cover
-        raise NotImplementedError
+        raise self._abstract()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -594,7 +670,7 @@ class Target:
 class _CallableTarget(Target):
     def __init__(self, log_density, dim, *, grad_log_density=None, log_Z=None, bounds=None, jit=False,
                  name=None):
-        dim = check_int(dim, "dim", minimum=1)
+        dim = check_dim(dim, "dim")
         if not callable(log_density):
             raise TypeError(f"`log_density` must be callable; got {type(log_density).__name__}")
         if grad_log_density is not None and not callable(grad_log_density):
@@ -608,13 +684,7 @@ class _CallableTarget(Target):
         if not isinstance(jit, (bool, np.bool_)):
             raise TypeError(f"`jit` must be a bool; got {type(jit).__name__}")
         if bounds is not None:
-            b = as_array(bounds, "bounds", ndim=2)
-            if b.shape != (dim, 2):
-                raise ValueError(f"`bounds` must have shape ({dim}, 2); got shape {b.shape}")
-            check_finite(b, "bounds")
-            if np.any(b[:, 0] >= b[:, 1]):
-                raise ValueError("`bounds` rows must be [low, high] with low < high")
-            bounds = b
+            bounds = _check_bounds(bounds, dim)
         if jit:
             try:
                 import numba
@@ -675,14 +745,14 @@ def as_target(obj: Any, dim: int | None = None) -> Target:
     4
     """
     if isinstance(obj, Target):
-        if dim is not None and check_int(dim, "dim", minimum=1) != obj.dim:
+        if dim is not None and check_dim(dim, "dim") != obj.dim:
             raise ValueError(f"`dim` ({dim}) does not match the target's dimension ({obj.dim})")
         return obj
     if callable(obj):
         if dim is None:
             raise ValueError("`dim` is required when the target is given as a callable")
         return Target.from_callable(obj, dim)
-    raise TypeError(f"the target must be a numtk Target or a callable log-density; got {type(obj).__name__}")
+    raise TypeError(f"`obj` (the target) must be a numtk Target or a callable log-density; got {type(obj).__name__}")
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -708,7 +778,12 @@ class _MixtureTarget(Target):
         else:
             sd = np.sqrt(np.einsum("kii->ki", covs))
         z = _box_z(d)
-        bounds = np.stack([(means - z * sd).min(axis=0), (means + z * sd).max(axis=0)], axis=1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            bounds = np.stack([(means - z * sd).min(axis=0), (means + z * sd).max(axis=0)], axis=1)
+        if not (np.all(np.isfinite(bounds)) and np.all(bounds[:, 0] < bounds[:, 1]) and np.isfinite(log_Z)):
+            which = "`mean` and `cov`" if name == "gaussian" else "`means` and `covs`"
+            raise ValueError(f"{which} are so large (or so small) that the target's box or log Z is not "
+                             "representable in double precision; rescale the problem")
         super().__init__(d, name=name, log_Z=log_Z, bounds=bounds, product_groups=product_groups,
                          params=params)
         self.has_hermite = self.diag
@@ -808,12 +883,13 @@ def _check_cov(cov, d):
         c = np.full(d, float(c))
     if c.ndim == 1:
         if c.shape != (d,):
-            raise ValueError(f"`cov` must be a scalar, shape ({d},) or ({d}, {d}); got shape {c.shape}")
+            raise ValueError(f"`cov` must be a scalar, shape ({d},) or ({d}, {d}) (d = len(`mean`)); got shape "
+                             f"{c.shape}")
         if np.any(c <= 0):
             raise ValueError("`cov` must be positive (a variance per coordinate)")
         return c
     if c.shape != (d, d):
-        raise ValueError(f"`cov` must be a scalar, shape ({d},) or ({d}, {d}); got shape {c.shape}")
+        raise ValueError(f"`cov` must be a scalar, shape ({d},) or ({d}, {d}) (d = len(`mean`)); got shape {c.shape}")
     if not np.allclose(c, c.T, rtol=1e-10, atol=1e-12 * np.abs(c).max()):
         raise ValueError("`cov` must be symmetric")
     c = 0.5 * (c + c.T)
@@ -869,7 +945,7 @@ def gaussian(mean: ArrayLike, cov: ArrayLike) -> Target:
         raise ValueError("`mean` must not be empty")
     c = _check_cov(cov, d)
     if c.ndim == 1:
-        log_Z = 0.5 * float(np.sum(np.log(2.0 * np.pi * c)))
+        log_Z = 0.5 * float(np.sum(np.log(2.0 * np.pi) + np.log(c)))
         covs, groups = c[None, :], [[i] for i in range(d)]
     else:
         log_Z = 0.5 * float(np.linalg.slogdet(2.0 * np.pi * c)[1])
@@ -961,7 +1037,7 @@ def gaussian_mixture(means: ArrayLike | None = None, covs: ArrayLike | None = No
             raise ValueError(f"`name` must be one of {', '.join(map(repr, _PRESETS))} or None; got {name!r}")
         if any(v is not None for v in (means, covs, weights)):
             raise ValueError("`means`, `covs` and `weights` must be None when a preset `name` is given")
-        if check_int(dim, "dim", minimum=1) != 2:
+        if check_dim(dim, "dim") != 2:
             raise ValueError(f"preset {name!r} is defined for dim=2 only; got dim={dim}")
         if name == "25gmm":
             return _grid_product([-10.0, -5.0, 0.0, 5.0, 10.0], 0.3, "25gmm")
@@ -1023,7 +1099,8 @@ def gaussian_mixture(means: ArrayLike | None = None, covs: ArrayLike | None = No
         check_finite(w, "weights")
         w = w.astype(np.float64)
         if w.shape != (K,):
-            raise ValueError(f"`weights` must have shape ({K},) (one per component); got shape {w.shape}")
+            raise ValueError(f"`weights` must have shape ({K},) (one per component, a row of `means`); got shape "
+                             f"{w.shape}")
         if np.any(w <= 0):
             raise ValueError("`weights` must be positive")
     logw = np.log(w)
@@ -1141,7 +1218,7 @@ def many_well(d: int = 32) -> Target:
     >>> round(float(many_well(2).log_noised_density([0.0, 0.0], 0.5)), 8)   # 7.8456193691 - 0
     7.84561937
     """
-    d = check_int(d, "d", minimum=2)
+    d = check_dim(d, "d", minimum=2)
     if d % 2:
         raise ValueError(f"`d` must be even (pairs of coordinates); got {d}")
     q, g = _many_well_factor(), _StdNormalFactor()
@@ -1161,7 +1238,7 @@ def double_well(d: int = 5, m: int = 5, delta: float = 4.0) -> Target:
     m : int, default 5
         Number of double-well coordinates, ``0 <= m <= d`` (the first m).
     delta : float, default 4.0
-        Position parameter ``δ > 0`` (wells at ``±sqrt(δ)``).
+        Position parameter ``0 < δ <= 1e8`` (wells at ``±sqrt(δ)``).
 
     Returns
     -------
@@ -1184,9 +1261,12 @@ def double_well(d: int = 5, m: int = 5, delta: float = 4.0) -> Target:
     >>> round(double_well(50, 5, 2.0).log_Z, 10)
     42.8172426775
     """
-    d = check_int(d, "d", minimum=1)
-    m = check_int(m, "m", minimum=0, maximum=d)
-    delta = check_real(delta, "delta", low=0.0, low_open=True)
+    d = check_dim(d, "d", minimum=1)
+    m = check_int(m, "m", minimum=0)
+    if m > d:
+        raise ValueError(f"`m` must lie in [0, `d`] = [0, {d}]; got {m}")
+    # wells at +-sqrt(delta) of width 1/sqrt(delta): the quadratures resolve delta up to 1e8
+    delta = check_real(delta, "delta", low=0.0, high=1e8, low_open=True)
     w, g = _double_well_factor(delta), _StdNormalFactor()
     return _ProductTarget([w if i < m else g for i in range(d)], name="double_well",
                           params={"d": d, "m": m, "delta": delta})
@@ -1315,7 +1395,7 @@ def funnel(d: int = 10, sigma: float = 3.0) -> Target:
     d : int, default 10
         Dimension >= 2.
     sigma : float, default 3.0
-        Standard deviation of :math:`x_0` (> 0); ``sigma=1.0`` is gfn-diffusion's "easy" funnel.
+        Standard deviation of :math:`x_0` (``0 < sigma <= 100``; beyond, the scale of the others overflows); ``sigma=1.0`` is gfn-diffusion's "easy" funnel.
 
     Returns
     -------
@@ -1359,6 +1439,7 @@ def funnel(d: int = 10, sigma: float = 3.0) -> Target:
     >>> tgt.sample(5, rng=0).shape
     (5, 10)
     """
-    d = check_int(d, "d", minimum=2)
-    sigma = check_real(sigma, "sigma", low=0.0, low_open=True)
+    d = check_dim(d, "d", minimum=2)
+    # x_0 ~ N(0, sigma^2) sets the scale e^{x_0 / 2} of the others: beyond sigma ~ 100 it overflows
+    sigma = check_real(sigma, "sigma", low=0.0, high=100.0, low_open=True)
     return _FunnelTarget(d, sigma)

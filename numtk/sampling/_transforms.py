@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from numtk._lib._validation import as_array, check_finite
+from numtk._lib._validation import as_array, check_finite, check_int
 from numtk.sampling._targets import Target, as_target
 
 __all__ = ["Transform", "SinhTransform", "ExpTransform", "transform_target"]
@@ -34,11 +34,11 @@ class Transform:
     Parameters
     ----------
     dims : int, slice, sequence of int or None
-        The coordinates transformed (default: all).
+        The coordinates transformed (default: all); negative indices count from the end.
     """
 
     def __init__(self, dims: Any = None) -> None:
-        self.dims = dims
+        self.dims = _check_dims(dims)
 
     def _select(self, d: int) -> np.ndarray:
         """The transformed columns of a d-dimensional array (validating ``dims`` and the parameters)."""
@@ -48,8 +48,6 @@ class Transform:
         if isinstance(self.dims, slice):
             return np.arange(d)[self.dims]
         idx = np.atleast_1d(np.asarray(self.dims))
-        if idx.dtype.kind not in "iu" or idx.ndim != 1:
-            raise TypeError("`dims` must be None, a slice or integer indices")
         if idx.size and (idx.min() < -d or idx.max() >= d):
             raise ValueError(f"`dims` must index coordinates of a {d}-dimensional target; got {idx.tolist()}")
         idx = np.unique(np.where(idx < 0, idx + d, idx))
@@ -60,23 +58,49 @@ class Transform:
         return a, self._select(a.shape[1])
 
     def forward(self, u: ArrayLike) -> np.ndarray:
-        """``x = T(u)`` row-wise, for ``u`` of shape ``(n, d)``."""
+        """``x = T(u)`` row-wise, for finite ``u`` of shape ``(n, d)``.
+
+        ValueError where ``T(u)`` overflows (``|u|`` beyond about 710 for ``sinh`` and ``exp``).
+        """
         u, k = self._check(u, "u")
-        x = u.copy()
-        x[:, k] = self._f(u[:, k], k)
+        check_finite(u, "u")
+        x = self._forward(u, k)
+        if not np.all(np.isfinite(x)):
+            raise ValueError("`u` has entries where T(u) overflows (|u| beyond about 710 for sinh and exp)")
+        return x
+
+    def _forward(self, u, k=None):
+        """``T(u)`` without checks (inf where it overflows)."""
+        k = self._select(u.shape[1]) if k is None else k
+        x = np.array(u, dtype=np.float64, copy=True)
+        with np.errstate(over="ignore"):
+            x[:, k] = self._f(x[:, k], k)
         return x
 
     def inverse(self, x: ArrayLike) -> np.ndarray:
-        """``u = T^{-1}(x)`` row-wise; NaN where ``x`` is outside the range of ``T``."""
+        """``u = T^{-1}(x)`` row-wise, for finite ``x`` of shape ``(n, d)``.
+
+        ValueError where ``x`` is outside the range of ``T`` (``x <= 0`` for :class:`ExpTransform`).
+        """
         x, k = self._check(x, "x")
-        u = x.copy()
+        check_finite(x, "x")
+        u = self._inverse(x, k)
+        if not np.all(np.isfinite(u)):
+            raise ValueError("`x` has entries outside the range of the transform (x <= 0 for ExpTransform)")
+        return u
+
+    def _inverse(self, x, k=None):
+        """``T^{-1}(x)`` without checks (NaN or -inf outside the range of ``T``)."""
+        k = self._select(x.shape[1]) if k is None else k
+        u = np.array(x, dtype=np.float64, copy=True)
         with np.errstate(invalid="ignore", divide="ignore"):
-            u[:, k] = self._f_inv(x[:, k], k)
+            u[:, k] = self._f_inv(u[:, k], k)
         return u
 
     def log_abs_det_jacobian(self, u: ArrayLike) -> np.ndarray:
-        """``log |det dT/du|`` per row, shape ``(n,)``."""
+        """``log |det dT/du|`` per row, shape ``(n,)``, for finite ``u``."""
         u, k = self._check(u, "u")
+        check_finite(u, "u")
         return np.sum(self._log_df(u[:, k], k), axis=1)
 
     def _jacobian_terms(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -107,11 +131,37 @@ class Transform:
         raise NotImplementedError
 
 
-def _positive(value: Any, name: str) -> np.ndarray | float:
-    arr = np.asarray(value, dtype=np.float64)
+def _check_dims(dims: Any) -> Any:
+    """``dims``: None, a slice, or integer indices (negative ones count from the end)."""
+    if dims is None or isinstance(dims, slice):
+        return dims
+    if isinstance(dims, (bool, np.bool_)):
+        raise TypeError("`dims` must be None, a slice or integer indices; got a bool")
+    if isinstance(dims, (str, bytes)):
+        raise TypeError(f"`dims` must be None, a slice or integer indices; got {type(dims).__name__}")
+    try:
+        idx = np.atleast_1d(np.asarray(dims))
+    except (TypeError, ValueError):
+        raise TypeError("`dims` must be None, a slice or integer indices") from None
+    if idx.dtype.kind not in "iu" or idx.ndim != 1:
+        raise TypeError(f"`dims` must be None, a slice or integer indices; got {dims!r}")
+    for i in idx.tolist():
+        check_int(i, "dims", minimum=-(1 << 20), maximum=(1 << 20) - 1)
+    return dims
+
+
+def _real_array(value: Any, name: str) -> np.ndarray:
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"`{name}` must be a real number or a 1-D array; got a bool")
+    arr = as_array(value, name).astype(np.float64)
     if arr.ndim > 1:
         raise ValueError(f"`{name}` must be a scalar or a 1-D array; got shape {arr.shape}")
     check_finite(arr, name)
+    return arr
+
+
+def _positive(value: Any, name: str) -> np.ndarray | float:
+    arr = _real_array(value, name)
     if np.any(arr <= 0):
         raise ValueError(f"`{name}` must be positive; got {value!r}")
     return float(arr) if arr.ndim == 0 else arr
@@ -133,7 +183,7 @@ class SinhTransform(Transform):
     loc : float or array_like of shape (d,), default 0.0
         Centre of the linear part.
     dims : int, slice, sequence of int or None
-        The coordinates transformed (default: all).
+        The coordinates transformed (default: all); negative indices count from the end.
 
     Examples
     --------
@@ -151,8 +201,7 @@ class SinhTransform(Transform):
     def __init__(self, width: Any, *, loc: Any = 0.0, dims: Any = None) -> None:
         super().__init__(dims)
         self.width = _positive(width, "width")
-        loc_arr = np.asarray(loc, dtype=np.float64)
-        check_finite(loc_arr, "loc")
+        loc_arr = _real_array(loc, "loc")
         self.loc = float(loc_arr) if loc_arr.ndim == 0 else loc_arr
 
     def _check_params(self, d):
@@ -189,7 +238,7 @@ class ExpTransform(Transform):
     Parameters
     ----------
     dims : int, slice, sequence of int or None
-        The positive coordinates (default: all).
+        The positive coordinates (default: all); negative indices count from the end.
 
     Examples
     --------
@@ -226,7 +275,7 @@ class _TransformedTarget(Target):
         transform._select(base.dim)  # validate `dims` and the parameters against the dimension first
         bounds = None
         if base.bounds is not None:
-            b = transform.inverse(base.bounds.T).T
+            b = transform._inverse(base.bounds.T).T
             if np.all(np.isfinite(b)) and np.all(b[:, 0] < b[:, 1]):
                 bounds = b
         super().__init__(base.dim, name=f"{base.name} in {transform!r}", log_Z=base.log_Z, bounds=bounds,
@@ -238,8 +287,7 @@ class _TransformedTarget(Target):
 
     def _image(self, u):
         """``T(u)`` and the rows where it is finite (``sinh`` and ``exp`` overflow beyond |u| ~ 710)."""
-        with np.errstate(over="ignore"):
-            x = self.transform.forward(u)
+        x = self.transform._forward(u)
         ok = np.isfinite(x).all(axis=1)
         return x, ok
 
@@ -261,7 +309,7 @@ class _TransformedTarget(Target):
         return g
 
     def _sample(self, n, rng):
-        return self.transform.inverse(self.base.sample(n, rng))
+        return self.transform._inverse(self.base.sample(n, rng))
 
 
 def transform_target(target: Any, transform: Transform, dim: int | None = None) -> Target:

@@ -1,0 +1,151 @@
+"""Fuzz cases of numtk.ftt (see _harness.py for the catalogue and the outcomes)."""
+
+import numpy as np
+
+from _harness import Case
+
+_FITTED = None
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(40, 3))
+    y = X[:, 0] + X[:, 1] * X[:, 2]
+    return X, y
+
+
+def _fitted():
+    global _FITTED
+    if _FITTED is None:
+        from numtk.ftt import FunctionalTT
+
+        X, y = _data()
+        _FITTED = FunctionalTT(degree=3, ranks=2).fit(X, y, sweeps=2, rng=0)
+    return _FITTED
+
+
+def _ctor():
+    from numtk.ftt import FunctionalTT
+
+    X, y = _data()
+
+    def build_and_fit(**kw):
+        return FunctionalTT(**kw).fit(X, y, sweeps=1, rng=0).cores_
+
+    return build_and_fit, (), {"degree": 3}
+
+
+def _fit():
+    from numtk.ftt import FunctionalTT
+
+    X, y = _data()
+    return FunctionalTT(degree=3).fit, (X, y), {"sweeps": 2, "rng": 0}
+
+
+def _method(name, **kw):
+    def make():
+        f = _fitted()
+        X = np.random.default_rng(1).uniform(-1, 1, size=(6, 3))
+        return getattr(f, name), (X,), kw
+    return make
+
+
+def _workers(name):
+    def make():
+        f = _fitted()
+        X = np.random.default_rng(1).uniform(-1, 1, size=(6, 3))
+
+        def call(X, workers=1):
+            return getattr(f.set_params(workers=workers), name)(X)
+
+        def guarded(*a, **k):
+            try:
+                return call(*a, **k)
+            finally:
+                f.set_params(workers=1)
+        return guarded, (X,), {}
+    return make
+
+
+def _round():
+    return _fitted().round, (), {"tol": 1e-8}
+
+
+def _integrate():
+    return _fitted().integrate, (), {}
+
+
+def _from_cores():
+    from numtk.ftt import FunctionalTT
+
+    cores = [np.ones((1, 3, 2)), np.ones((2, 3, 1))]
+    return FunctionalTT.from_cores, (cores,), {"basis": "hermite"}
+
+
+def _from_cores_bounded():
+    from numtk.ftt import FunctionalTT
+
+    cores = [np.ones((1, 3, 2)), np.ones((2, 3, 1))]
+    return FunctionalTT.from_cores, (cores,), {"basis": "legendre", "domain": [[-1, 1], [-1, 1]]}
+
+
+def _nodes():
+    from numtk.ftt import interpolation_nodes
+
+    return interpolation_nodes, (), {"basis": "legendre", "degree": 4, "domain": (-1, 1)}
+
+
+def _nodes_hermite():
+    from numtk.ftt import interpolation_nodes
+
+    return interpolation_nodes, (), {"basis": "hermite", "degree": 4}
+
+
+def _cross():
+    from numtk.ftt import tt_cross
+
+    f = lambda x: np.sin(x[:, 0]) + x[:, 1] * x[:, 2]  # noqa: E731
+    return tt_cross, (f, 3), {"degree": 4, "domain": [[-1, 1]] * 3, "sweeps": 2, "rng": 0}
+
+
+def _cross_hermite():
+    from numtk.ftt import tt_cross
+
+    f = lambda x: np.sin(x[:, 0]) + x[:, 1] * x[:, 2]  # noqa: E731
+    return tt_cross, (f, 3), {"basis": "hermite", "degree": 4, "sweeps": 2, "rng": 0}
+
+
+CASES = {c.name: c for c in [
+    Case("numtk.ftt.FunctionalTT", _ctor,
+         {"basis": "option", "degree": "int>=0", "ranks": "int>=1", "domain": "array2d", "loc": "real",
+          "scale": "real>0", "extrapolate": "option", "workers": "workers"}),
+    Case("numtk.ftt.FunctionalTT.fit", _fit,
+         {"X": "array2d", "y": "array1d", "sample_weight": "array1d", "sweeps": "count", "tol": "real>=0",
+          "regularization": "real>=0", "rank_adaptive": "bool", "max_rank": "int>=1", "rank_tol": "real>=0",
+          "rng": "rng", "progress": "bool", "callback": "callable", "directional": "array2d",
+          "init": "option", "warm_start": "callable"},
+         positional={"X": 0, "y": 1}),
+    Case("numtk.ftt.FunctionalTT.predict", _method("predict"), {"X": "array2d"}, positional={"X": 0}),
+    Case("numtk.ftt.FunctionalTT.predict[workers]", _workers("predict"), {"workers": "workers"}),
+    Case("numtk.ftt.FunctionalTT.gradient", _method("gradient"), {"X": "array2d"}, positional={"X": 0}),
+    Case("numtk.ftt.FunctionalTT.gradient[workers]", _workers("gradient"), {"workers": "workers"}),
+    Case("numtk.ftt.FunctionalTT.laplacian", _method("laplacian"), {"X": "array2d"}, positional={"X": 0}),
+    Case("numtk.ftt.FunctionalTT.evaluate", _method("evaluate"),
+         {"X": "array2d", "gradient": "bool", "laplacian": "bool"}, positional={"X": 0}),
+    Case("numtk.ftt.FunctionalTT.round", _round, {"tol": "real>=0", "max_rank": "int>=1"}),
+    Case("numtk.ftt.FunctionalTT.integrate", _integrate, {"weight": "option"},
+         # None is the documented default (the natural measure of the bases)
+         skip={"weight": ("None",)}),
+    Case("numtk.ftt.FunctionalTT.from_cores", _from_cores,
+         {"cores": "array2d", "basis": "option", "degree": "int>=0", "loc": "real", "scale": "real>0",
+          "extrapolate": "option", "workers": "workers"}, positional={"cores": 0}),
+    Case("numtk.ftt.FunctionalTT.from_cores[domain]", _from_cores_bounded, {"domain": "array2d"}),
+    Case("numtk.ftt.interpolation_nodes", _nodes,
+         {"basis": "option", "degree": "int>=0", "domain": "array1d"}),
+    Case("numtk.ftt.interpolation_nodes[hermite]", _nodes_hermite, {"loc": "real", "scale": "real>0"}),
+    Case("numtk.ftt.tt_cross", _cross,
+         {"f": "callable", "d": "int>=1", "basis": "option", "degree": "int>=0", "domain": "array2d",
+          "max_rank": "int>=1", "tol": "real>=0", "sweeps": "count", "kick": "int>=0", "rng": "rng",
+          "workers": "workers", "progress": "bool"}, positional={"f": 0, "d": 1}, timeout=60),
+    Case("numtk.ftt.tt_cross[hermite]", _cross_hermite, {"loc": "real", "scale": "real>0"}),
+]}
