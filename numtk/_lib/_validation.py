@@ -19,6 +19,8 @@ __all__ = [
     "check_same_length",
     "check_finite",
     "nan_mask",
+    "available_memory",
+    "check_size",
     "NAN_POLICIES",
 ]
 
@@ -154,3 +156,42 @@ def nan_mask(*arrays: np.ndarray) -> np.ndarray | None:
         if m.any():
             mask = m if mask is None else (mask | m)
     return mask
+
+
+def available_memory() -> int:
+    """Bytes this process may still allocate: the kernel's MemAvailable (free physical memory when it is
+    not reported), capped by the address-space limit (``RLIMIT_AS``). 2**40 when neither is known."""
+    import os
+    import resource
+
+    limits = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    limits.append(int(line.split()[1]) * 1024)
+                    break
+    except (OSError, ValueError):
+        pass
+    if not limits:
+        try:
+            limits.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+            pass
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            limits.append(int(soft))
+    except (ValueError, OSError):  # pragma: no cover - not POSIX
+        pass
+    return int(min(limits)) if limits else 1 << 40
+
+
+def check_size(count: int, bytes_per_item: float, name: str) -> None:
+    """Refuse ``count`` items of ``bytes_per_item`` bytes (temporaries included) beyond
+    :func:`available_memory`, with a ValueError naming ``name``, before anything is allocated."""
+    need = float(count) * float(bytes_per_item)
+    avail = available_memory()
+    if need > avail:
+        raise ValueError(f"`{name}` = {count} needs about {need / 2**30:.3g} GiB, more than the "
+                         f"{avail / 2**30:.3g} GiB this process may allocate")

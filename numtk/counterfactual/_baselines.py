@@ -20,11 +20,10 @@ import numpy as np
 
 from numtk._lib._result import Result
 from numtk._lib._rng import normalize_rng
-from numtk._lib._validation import as_array, check_bool, check_int, check_option, check_real
+from numtk._lib._validation import as_array, available_memory, check_bool, check_int, check_option, check_real
 from numtk.counterfactual._common import (
     InfeasibleRecourseError,
     as_points,
-    available_bytes,
     check_finite_result,
     check_magnitude,
     check_solver,
@@ -135,7 +134,7 @@ def _resolve_pairs(pairs: Any, X: np.ndarray, n_landmarks: Any, rng: Any) -> np.
         check_option(pairs, "pairs", ("all", "landmarks"))
         n_pairs = n * (n - 1) // 2 if pairs == "all" else n * (n_landmarks or int(np.ceil(np.sqrt(n))))
         need = 64 * n_pairs  # the index pairs, their distances and the solver's rows, in 8-byte words
-        if need > available_bytes():
+        if need > available_memory():
             raise ValueError(f"`pairs`={pairs!r} gives {n_pairs} pairs for the {n} rows of `X`, whose "
                              f"constraints need about {need / 2**30:.1f} GiB, more than is available; "
                              "use pairs='landmarks' (or fewer `n_landmarks`) or an explicit pair array")

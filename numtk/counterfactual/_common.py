@@ -7,7 +7,6 @@ with the target class on the positive side and one threshold ``tau`` is all the 
 from __future__ import annotations
 
 import numbers
-import os
 import warnings
 from typing import Any
 
@@ -30,7 +29,6 @@ __all__ = [
     "check_solver_options",
     "check_magnitude",
     "check_finite_result",
-    "available_bytes",
     "MAX_COUNT",
     "MAX_DISTORTION",
 ]
@@ -288,24 +286,6 @@ def row_norms(A: np.ndarray) -> np.ndarray:
     S = A / scale[:, None]
     with np.errstate(over="ignore"):
         return np.sqrt(np.einsum("ij,ij->i", S, S)) * scale
-
-
-def available_bytes() -> int:
-    """Memory this process may still allocate: free physical memory, capped by its address-space limit."""
-    avail = None
-    try:
-        avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        pass
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft != resource.RLIM_INFINITY:
-            avail = soft if avail is None else min(avail, soft)
-    except (ImportError, ValueError, OSError):
-        pass
-    return int(avail) if avail is not None else 2**40
 
 
 def check_solver(solver: Any, name: str = "solver", *, allow_none: bool = False,

@@ -16,8 +16,8 @@ import numpy as np
 
 from numtk._lib._result import Result
 from numtk._lib._rng import normalize_rng
-from numtk._lib._validation import as_array, check_int, check_option
-from numtk.counterfactual._common import MAX_COUNT, as_points, available_bytes
+from numtk._lib._validation import as_array, available_memory, check_int, check_option
+from numtk.counterfactual._common import MAX_COUNT, as_points
 
 __all__ = ["make_groups"]
 
@@ -155,7 +155,7 @@ def make_groups(X: Any, y: Any, n_clusters: int = 10, max_size: int | None = 200
         # at most min(n_clusters, n) groups per class, each padded to pad_to rows of d floats
         n_groups = min(n_clusters, X.shape[0]) * max(1, len(np.unique(y)) if labels is None else np.size(labels))
         need = n_groups * pad_to * (X.shape[1] + 2) * 8
-        if need > available_bytes():
+        if need > available_memory():
             raise ValueError(f"`pad_to`={pad_to} would create up to {n_groups} x {pad_to} padding rows "
                              f"(about {need / 2**30:.1f} GiB), more than is available")
     check_option(method, "method", ("kmeans", "kmedoids"))

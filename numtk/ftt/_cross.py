@@ -20,7 +20,7 @@ import numpy as np
 import scipy.linalg
 
 from numtk._lib import normalize_rng, progress_bar
-from numtk._lib._validation import as_array, check_bool, check_finite, check_int, check_real
+from numtk._lib._validation import as_array, check_bool, check_int, check_real
 from numtk._lib._workers import as_map, map_rows
 from numtk.ftt._basis import Basis1D, evaluate
 from numtk.ftt._functional_tt import FunctionalTT

@@ -36,7 +36,7 @@ from numtk._lib._warnings import NumtkWarning
 from numtk._lib._workers import map_rows, n_threads
 from numtk.ftt import FunctionalTT
 from numtk.sampling._hermite_ou import _MAX_HERMITE_DEGREE
-from numtk.sampling._targets import check_size
+from numtk._lib._validation import check_size
 
 __all__ = ["solve_hjb", "time_grid"]
 

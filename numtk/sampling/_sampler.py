@@ -29,7 +29,7 @@ from numtk._lib._estimator import check_is_fitted
 from numtk._lib._validation import check_bool, check_int, check_option
 from numtk._lib._workers import as_map, n_threads
 from numtk.sampling._hjb_bsde import trusted_gradient
-from numtk.sampling._targets import check_size
+from numtk._lib._validation import check_size
 
 __all__ = ["ScoreBasedSampler", "simulate_paths", "systematic_resample"]
 

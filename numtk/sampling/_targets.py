@@ -28,7 +28,7 @@ from numpy.typing import ArrayLike
 from scipy import integrate, linalg, optimize, special, stats
 
 from numtk._lib import normalize_rng
-from numtk._lib._validation import as_array, check_finite, check_int, check_real
+from numtk._lib._validation import as_array, check_finite, check_int, check_real, check_size
 
 __all__ = [
     "Target",
@@ -54,37 +54,6 @@ _MAX_DIM = 1 << 20           # largest dimension a target may have (the factors 
 
 class Unsupported(TypeError, NotImplementedError):
     """The target does not provide this operation (a TypeError, and a NotImplementedError for old code)."""
-
-
-def _available_bytes() -> int:
-    """Memory this process may still allocate: MemAvailable, capped by the address-space limit."""
-    import resource
-
-    limits = []
-    try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    limits.append(int(line.split()[1]) * 1024)
-                    break
-    except (OSError, ValueError):
-        pass
-    try:
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-        if soft != resource.RLIM_INFINITY:
-            limits.append(int(soft))
-    except (ValueError, OSError):  # pragma: no cover - not POSIX
-        pass
-    return min(limits) if limits else 1 << 36
-
-
-def check_size(count: int, bytes_per_item: float, name: str) -> None:
-    """Refuse ``count`` items of ``bytes_per_item`` bytes (temporaries included) beyond available memory."""
-    need = float(count) * float(bytes_per_item)
-    avail = _available_bytes()
-    if need > avail:
-        raise ValueError(f"`{name}` = {count} needs about {need / 2**30:.3g} GiB, more than the "
-                         f"{avail / 2**30:.3g} GiB this process may allocate")
 
 
 def check_dim(value: Any, name: str = "dim", minimum: int = 1) -> int:

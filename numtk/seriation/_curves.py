@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping
 
 import numpy as np
 
 from numtk._lib import Result, normalize_rng
-from numtk._lib._validation import check_bool, check_int, check_option, check_real
+from numtk._lib._validation import available_memory, check_bool, check_int, check_option, check_real
 
 __all__ = ["make_curve"]
 
@@ -29,27 +28,10 @@ _PARAM_BOUNDS = {"length": (0.0, True), "radius": (0.0, True), "angle": (0.0, Tr
 _MAX_MODES = 10_000
 
 
-def _available_memory() -> int:
-    """Bytes this process may allocate: physical memory, or the address-space limit when lower."""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
-        total = 2**40
-    try:
-        import resource
-
-        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-        if soft != resource.RLIM_INFINITY:
-            total = min(total, soft)
-    except (ImportError, ValueError, OSError):  # pragma: no cover
-        pass
-    return int(total)
-
-
 def _check_size(n: int, d: int, modes: int = 0) -> None:
     """Refuse sizes whose arrays (about 3 (n, d) float64 arrays, the curve and its velocity) exceed memory."""
     need = 8 * (n * (3 * d + 8) + 2 * modes * d)
-    have = _available_memory()
+    have = available_memory()
     if need > have:
         raise ValueError(f"`n_samples` = {n} and `n_features` = {d} need about {need / 2**30:.3g} GiB, more than "
                          f"the {have / 2**30:.3g} GiB of memory available; reduce `n_samples` or `n_features`")

@@ -237,3 +237,10 @@ def test_map_wrapper_on_a_dask_local_cluster():
 def test_check_real_refuses_ints_beyond_the_float_range():
     with pytest.raises(ValueError, match="`tol` must be finite; got a number too large for a float"):
         v.check_real(10**400, "tol")
+
+
+def test_check_size_refuses_what_cannot_be_allocated():
+    assert 2**20 < v.available_memory() <= 2**62
+    v.check_size(1000, 8, "n")  # 8 kB: fine
+    with pytest.raises(ValueError, match=r"`n` = 1000000000000000 needs about .* GiB, more than the"):
+        v.check_size(10**15, 8, "n")
