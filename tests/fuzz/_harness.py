@@ -159,19 +159,28 @@ def child_main(module: str, case_name: str) -> None:  # pragma: no cover - runs 
     import resource
     import warnings
 
+    # An absurd allocation becomes a MemoryError under this address-space limit. AddressSanitizer
+    # reserves terabytes of shadow memory, so a sanitized run sets NUMTK_FUZZ_MEMORY=0 and caps
+    # allocations through ASAN_OPTIONS instead (.ci/sanitize).
     limit = int(os.environ.get("NUMTK_FUZZ_MEMORY", str(6 * 2**30)))
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if limit > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     warnings.simplefilter("ignore")
     spec = importlib.util.spec_from_file_location("fuzz_cases", HERE / f"{module}.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules["fuzz_cases"] = mod
     spec.loader.exec_module(mod)
     case = mod.CASES[case_name]
+    # The answers go out on a private copy of stdout; whatever a library prints itself (LAPACK's
+    # "parameter 4 illegal value", a C++ warning) goes to stderr instead of into the protocol.
+    answers = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     for line in sys.stdin:
         param, expr, kind = json.loads(line)
-        print(json.dumps(["start"]), flush=True)
+        print(json.dumps(["start"]), file=answers, flush=True)
         outcome, detail = _classify(case, param, expr, kind)
-        print(json.dumps([outcome, detail]), flush=True)
+        print(json.dumps([outcome, detail]), file=answers, flush=True)
 
 
 # --------------------------------------------------------------------------------------------------
