@@ -21,10 +21,15 @@ __all__ = [
     "nan_mask",
     "available_memory",
     "check_size",
+    "check_callback",
+    "check_options",
+    "C_INT_MAX",
     "NAN_POLICIES",
 ]
 
 NAN_POLICIES = ("propagate", "raise", "omit")
+
+C_INT_MAX = 2**31 - 1  # counts handed to compiled code or third-party estimators as C ints
 
 
 def check_option(value: Any, name: str, options: Iterable[str]) -> str:
@@ -195,3 +200,21 @@ def check_size(count: int, bytes_per_item: float, name: str) -> None:
     if need > avail:
         raise ValueError(f"`{name}` = {count} needs about {need / 2**30:.3g} GiB, more than the "
                          f"{avail / 2**30:.3g} GiB this process may allocate")
+
+
+def check_callback(callback: Any, name: str = "callback") -> None:
+    """``callback`` must be None or callable (checked whether or not the method calls it)."""
+    if callback is not None and not callable(callback):
+        raise TypeError(f"`{name}` must be a callable or None; got {type(callback).__name__}")
+
+
+def check_options(options: Any, name: str = "options") -> dict:
+    """A copy of the ``options`` dict (None: empty) whose keys are str."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise TypeError(f"`{name}` must be a dict or None; got {type(options).__name__}")
+    bad = [k for k in options if not isinstance(k, str)]
+    if bad:
+        raise TypeError(f"`{name}` keys must be str; got {bad[0]!r}")
+    return dict(options)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from numtk._lib._validation import as_array, check_finite, check_real
+from numtk._lib._validation import as_array, check_finite, check_options, check_real
 from numtk._lib._warnings import NumtkWarning
 
 __all__ = [
@@ -61,7 +61,7 @@ def as_points(X: Any, name: str = "X", *, min_rows: int = 1, n_features: int | N
 
     ``source`` names where ``n_features`` comes from (e.g. "`w`"), for the message of a mismatch.
     """
-    arr = as_array(X, name, ndim=2, kinds="iuf")
+    arr = as_array(X, name, ndim=2, kinds="biuf")
     arr = np.asarray(arr, dtype=np.float64)
     if arr.shape[0] < min_rows:
         raise ValueError(f"`{name}` must have at least {min_rows} row(s); got shape {arr.shape}")
@@ -78,7 +78,7 @@ def coefficients(w: Any, b: Any, n_features: int | None = None, *, data: str = "
 
     With ``n_features``, ``w`` must have that many coefficients (``data`` names the array they come from).
     """
-    w = as_array(w, "w", ndim=None, kinds="iuf")
+    w = as_array(w, "w", ndim=None, kinds="biuf")
     if w.ndim == 2 and w.shape[0] == 1:  # a scikit-learn coef_ of a binary model
         w = w[0]
     if w.ndim != 1:
@@ -205,10 +205,7 @@ def mutable_mask(immutable: Any, n_features: int, feature_names: Any = None) -> 
     if np.any(imm < -n_features) or np.any(imm >= n_features):
         raise ValueError(f"`immutable` holds an index outside [0, {n_features})")
     imm = np.where(imm < 0, imm + n_features, imm)
-    uniq, counts = np.unique(imm, return_counts=True)
-    if np.any(counts > 1):
-        raise ValueError(f"`immutable` repeats feature indices {uniq[counts > 1][:10].tolist()}")
-    mask[imm] = False
+    mask[imm] = False  # a repeated index (concatenated lists) fixes the same feature once
     return mask
 
 
@@ -319,11 +316,7 @@ def check_solver(solver: Any, name: str = "solver", *, allow_none: bool = False,
 
 def check_solver_options(options: Any, name: str = "solver_options") -> dict | None:
     """``options`` must be a dict with string keys, or None."""
-    if options is None:
-        return None
-    if not isinstance(options, dict) or not all(isinstance(k, str) for k in options):
-        raise TypeError(f"`{name}` must be a dict of keyword arguments or None; got {type(options).__name__}")
-    return options
+    return None if options is None else check_options(options, name)
 
 
 def check_magnitude(X: np.ndarray, deficits: np.ndarray, *, names: str = "`X`, `w` and `b`") -> None:

@@ -433,7 +433,7 @@ def _feature_names(X: Any):
 def _weights(sample_weight: Any, n: int) -> np.ndarray:
     if sample_weight is None:
         return np.ones(n)
-    p = np.asarray(as_array(sample_weight, "sample_weight", ndim=None, kinds="iuf"), dtype=np.float64)
+    p = np.asarray(as_array(sample_weight, "sample_weight", ndim=None, kinds="biuf"), dtype=np.float64)
     if p.shape != (n,):
         raise ValueError(f"`sample_weight` must have shape ({n},); got {p.shape}")
     if not np.all(np.isfinite(p)) or np.any(p < 0):

@@ -18,7 +18,7 @@ import numpy as np
 
 from numtk._lib._result import Result
 from numtk._lib._rng import normalize_rng
-from numtk._lib._validation import as_array, available_memory, check_int, check_option, check_real
+from numtk._lib._validation import as_array, check_int, check_option, check_real, check_size
 from numtk.counterfactual._common import as_points, coefficients, row_norms
 from numtk.counterfactual._common import threshold as _threshold
 
@@ -489,8 +489,7 @@ def distortion_ratios(X: Any, X_cf: Any, *, pairs: Any = None, max_pairs: int | 
     """
     X, Y = _same_shape(X, X_cf)
     if max_pairs is not None:
-        # the sampled pairs' indices and distances take about 40 bytes per pair
-        max_pairs = check_int(max_pairs, "max_pairs", minimum=1, maximum=max(1, available_memory() // 40))
+        max_pairs = check_int(max_pairs, "max_pairs", minimum=1)
     if eps is not None:
         eps = check_real(eps, "eps", low=0.0)
     gen = None if rng is None else normalize_rng(rng)  # validated even when not needed
@@ -509,6 +508,7 @@ def distortion_ratios(X: Any, X_cf: Any, *, pairs: Any = None, max_pairs: int | 
         n_all = n * (n - 1) // 2
         explicit = max_pairs is not None and n_all > max_pairs
         if explicit:
+            check_size(max_pairs, 40, "max_pairs")  # the sampled pairs' indices and distances
             k = np.sort((gen or normalize_rng(None)).choice(n_all, max_pairs, replace=False))
             i, j = _unrank_pairs(k, n)
 

@@ -9,7 +9,8 @@ import numpy as np
 
 from numtk._lib import n_threads, normalize_rng, single_blas_thread
 from numtk._lib._estimator import Estimator, check_is_fitted
-from numtk._lib._validation import as_array, check_bool, check_finite, check_int, check_option, check_real
+from numtk._lib._validation import (as_array, check_bool, check_callback, check_finite,
+                                     check_int, check_option, check_real)
 from numtk.ftt import _basis
 from numtk.ftt._basis import Basis1D
 
@@ -286,8 +287,7 @@ class FunctionalTT(Estimator):
         max_rank = check_int(max_rank, "max_rank", minimum=1, maximum=64)
         rank_tol = check_real(rank_tol, "rank_tol", low=0.0)
         progress = check_bool(progress, "progress")
-        if callback is not None and not callable(callback):
-            raise TypeError(f"`callback` must be callable or None; got {type(callback).__name__}")
+        check_callback(callback)
         rng = normalize_rng(rng)
 
         if warm_start is not None:
@@ -580,7 +580,7 @@ class FunctionalTT(Estimator):
         if tol is None and max_rank is None:
             raise ValueError("`round` needs `tol`, `max_rank` or both")
         tol = 0.0 if tol is None else check_real(tol, "tol", low=0.0)
-        cap = None if max_rank is None else check_int(max_rank, "max_rank", minimum=1, maximum=_MAX_RANK)
+        cap = None if max_rank is None else check_int(max_rank, "max_rank", minimum=1)
         U = [_basis.gram_factor(b) for b in self._bases]
         cores = [to_orth(c, u) for c, u in zip(self.cores_, U)]
         d = len(cores)

@@ -20,27 +20,9 @@ from scipy import sparse
 from numtk.games import _games_ext
 from numtk.games._matrix_games import MatrixGame
 
-__all__ = ["GameModel", "model_of", "is_extensive_form", "check_callback", "check_options", "MAX_ITER"]
+__all__ = ["GameModel", "model_of", "is_extensive_form", "MAX_ITER"]
 
 MAX_ITER = 10**8  # iteration caps of the iterative solvers (their histories grow with it)
-
-
-def check_callback(callback: Any, name: str = "callback") -> None:
-    """``callback`` must be None or callable (checked whether or not the method calls it)."""
-    if callback is not None and not callable(callback):
-        raise TypeError(f"`{name}` must be a callable or None; got {type(callback).__name__}")
-
-
-def check_options(options: Any, name: str = "options") -> dict:
-    """A copy of the ``options`` dict (None: empty) whose keys are str."""
-    if options is None:
-        return {}
-    if not isinstance(options, dict):
-        raise TypeError(f"`{name}` must be a dict or None; got {type(options).__name__}")
-    bad = [k for k in options if not isinstance(k, str)]
-    if bad:
-        raise TypeError(f"`{name}` keys must be str; got {bad[0]!r}")
-    return dict(options)
 
 
 def is_extensive_form(game: Any) -> bool:

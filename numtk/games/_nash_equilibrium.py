@@ -9,12 +9,13 @@ import numpy as np
 from scipy import optimize, sparse
 
 from numtk._lib import Result, normalize_rng
-from numtk._lib._validation import as_array, check_bool, check_int, check_option, check_real
+from numtk._lib._validation import (as_array, check_bool, check_callback, check_int,
+                                     check_option, check_options, check_real)
 from numtk.games import _games_ext
 from numtk.games._exploitability import check_strategy
 from numtk.games._lp import _HIGHS_METHODS, LPError, clean_simplex, highs_method_for, payoff_scale, solve_matrix_game
 from numtk.games._matrix_games import MatrixGame
-from numtk.games._model import MAX_ITER, GameModel, check_callback, check_options, model_of
+from numtk.games._model import MAX_ITER, GameModel, model_of
 
 __all__ = ["nash_equilibrium", "NASH_METHODS", "sequence_form_lp"]
 
@@ -236,11 +237,12 @@ def _highs(value: Any) -> str:
 
 
 def _start(value: Any, length: int, name: str) -> np.ndarray | None:
-    """A starting strategy of RM+ (None: uniform), as a float64 vector."""
+    """A starting strategy of RM+ (None: uniform), as a float64 vector. Entries down to -1e-9 (rounding
+    noise) are accepted and clipped to 0, as the compiled kernel does."""
     if value is None:
         return None
-    check_strategy(value, length, name)
-    return np.array(as_array(value, name), dtype=np.float64)
+    arr = np.array(as_array(value, name), dtype=np.float64)
+    return check_strategy(np.where(arr >= -1e-9, np.maximum(arr, 0.0), arr), length, name)
 
 
 def _no_options(options: dict) -> None:

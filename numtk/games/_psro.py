@@ -19,11 +19,11 @@ from typing import Any, Callable
 import numpy as np
 
 from numtk._lib import Result, n_threads, normalize_rng, progress_bar
-from numtk._lib._validation import check_bool, check_int, check_option, check_real
+from numtk._lib._validation import check_bool, check_callback, check_int, check_option, check_options, check_real
 from numtk.games._lp import clean_simplex
 from numtk.games._matrix_games import MatrixGame
 from numtk.games._meta_solvers import META_SOLVERS, meta_strategy
-from numtk.games._model import GameModel, check_callback, check_options, model_of
+from numtk.games._model import GameModel, model_of
 from numtk.games._population_exploitability import pe_lp
 from numtk.games._psd import psd_response
 

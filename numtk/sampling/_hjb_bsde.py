@@ -31,7 +31,8 @@ from typing import Any, Callable
 import numpy as np
 
 from numtk._lib import Result, normalize_rng, progress_bar
-from numtk._lib._validation import as_array, check_bool, check_finite, check_int, check_option, check_real
+from numtk._lib._validation import (as_array, check_bool, check_callback, check_finite,
+                                     check_int, check_option, check_real)
 from numtk._lib._warnings import NumtkWarning
 from numtk._lib._workers import map_rows, n_threads
 from numtk.ftt import FunctionalTT
@@ -733,8 +734,7 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
     pilot_steps = check_int(pilot_steps, "pilot_steps", minimum=0, maximum=_MAX_PILOT_STEPS)
     hermite_degree = check_int(hermite_degree, "hermite_degree", minimum=0, maximum=_MAX_HERMITE_DEGREE)
     hermite_tol = check_real(hermite_tol, "hermite_tol", low=0.0, high=1.0, low_open=True, high_open=True)
-    if callback is not None and not callable(callback):
-        raise TypeError(f"`callback` must be callable or None; got {type(callback).__name__}")
+    check_callback(callback)
     if workers is not None and not callable(workers):
         n_threads(workers)
     if regularization is None:

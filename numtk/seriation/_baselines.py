@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from numtk._lib import Result, normalize_rng
-from numtk._lib._validation import as_array, check_bool, check_finite, check_int, check_option, check_real
+from numtk._lib._validation import C_INT_MAX, as_array, check_bool, check_finite, check_int, check_option, check_real
 from numtk.seriation._graph import WEIGHTS, as_points, connect, knn_graph, orient, rescale_points, scaled_bandwidth
 
 __all__ = ["spectral_seriation", "recanati_seriation"]
@@ -29,7 +29,7 @@ _SCALE_EMBEDDING = ("heuristic", "CTD", "none")
 _DENSE_MAX_N = 2000  # 'auto' eigen solver: dense LAPACK up to this size, shift-invert above
 _SHIFT = 1e-6  # shift-invert pole, relative to the Laplacian's scale: just left of the spectrum
 _CHUNK = 1 << 22  # elements of one (chunk, k, k) block in the local line fits
-_MAX_COUNT = 2**31 - 1  # bound of the counts that are clipped to the number of samples (n_components, k_local)
+_MAX_COUNT = C_INT_MAX  # bound of the counts that are clipped to the number of samples (n_components, k_local)
 
 
 # --------------------------------------------------------------------------------------------------

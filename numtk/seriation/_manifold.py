@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from numtk._lib import Result, n_threads, normalize_rng
-from numtk._lib._validation import as_array, check_finite, check_int, check_option, check_real
+from numtk._lib import Result, normalize_rng
+from numtk._lib._workers import max_workers
+from numtk._lib._validation import C_INT_MAX, as_array, check_finite, check_int, check_option, check_real
 from numtk.seriation._baselines import _check_root, _n_samples, _trivial
 from numtk.seriation._graph import as_points, check_neighbor_count, orient, rescale_points
 
@@ -25,9 +26,9 @@ __all__ = ["ltsa_seriation", "tsne_seriation", "umap_seriation"]
 
 _LTSA_SOLVERS = ("auto", "dense", "arpack")
 _DENSE_MAX_N = 5000  # LTSA 'auto': dense LAPACK up to this size; also the limit of the dense fallback
-_SEED_MAX = 2**31 - 1  # the int seeds handed to scikit-learn / umap as random_state
+_SEED_MAX = C_INT_MAX  # the int seeds handed to scikit-learn / umap as random_state
 _TSNE_INITS = ("pca", "random")
-_MAX_ITER = 2**31 - 1  # bound of the iteration counts passed on in **kwargs
+_MAX_ITER = C_INT_MAX  # bound of the iteration counts passed on in **kwargs
 
 
 def _points(X) -> np.ndarray:
@@ -38,12 +39,16 @@ def _points(X) -> np.ndarray:
 
 
 def _check_passed_on(kwargs: dict, counts: tuple[str, ...]) -> None:
-    """Bound the iteration counts and validate ``n_jobs`` of the keywords passed on to the estimator."""
+    """Bound the iteration counts and ``n_jobs`` of the keywords passed on to the estimator from above
+    (the C ints they become); their lower bounds and meanings (``n_jobs=-2``, ``n_iter_without_progress=-1``)
+    are the estimator's."""
     for name in counts:
         if name in kwargs:
-            check_int(kwargs[name], name, minimum=1, maximum=_MAX_ITER)
+            check_int(kwargs[name], name, maximum=_MAX_ITER)
     if kwargs.get("n_jobs") is not None:
-        kwargs["n_jobs"] = n_threads(kwargs["n_jobs"], name="n_jobs")
+        n_jobs = check_int(kwargs["n_jobs"], "n_jobs", maximum=max_workers())
+        if n_jobs == 0:
+            raise ValueError("`n_jobs` must not be 0 (joblib's convention: -1 all cores, -2 all but one, ...)")
 
 
 def _seed(rng: np.random.Generator) -> int:
@@ -208,9 +213,9 @@ def tsne_seriation(X: ArrayLike, *, perplexity: float = 30.0, init: str | ArrayL
     **kwargs
         Further keywords of :class:`sklearn.manifold.TSNE` (``max_iter``, ``early_exaggeration``,
         ``learning_rate``, ``angle``, ``metric``, ``method``, ``n_jobs``, ...); ``n_components``,
-        ``perplexity``, ``init`` and ``random_state`` are set here and refused. ``max_iter`` and
-        ``n_iter_without_progress`` must be ints in [1, 2**31 - 1] and ``n_jobs`` a valid ``workers``
-        count (checked here); the rest are checked by scikit-learn.
+        ``perplexity``, ``init`` and ``random_state`` are set here and refused. ``max_iter``,
+        ``n_iter_without_progress`` and ``n_jobs`` must be ints of at most 2**31 - 1 (``n_jobs`` at most
+        the ``workers`` bound, not 0), checked here; their lower bounds and the rest are scikit-learn's.
 
     Returns
     -------
@@ -321,8 +326,8 @@ def umap_seriation(X: ArrayLike, *, n_neighbors: int = 15, min_dist: float = 0.1
     **kwargs
         Further keywords of ``umap.UMAP`` (``n_epochs``, ``spread``, ``metric``, ``init``, ...);
         ``n_components``, ``n_neighbors``, ``min_dist`` and ``random_state`` are set here and
-        refused. ``n_epochs`` must be an int in [1, 2**31 - 1] and ``n_jobs`` a valid ``workers``
-        count (checked here).
+        refused. ``n_epochs`` must be an int of at most 2**31 - 1 and ``n_jobs`` at most the
+        ``workers`` bound, not 0 (checked here); the rest are umap's.
 
     Returns
     -------

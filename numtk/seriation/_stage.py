@@ -29,7 +29,7 @@ from numpy.typing import ArrayLike
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 from numtk._lib import MapWrapper, NumtkWarning, Result, n_threads, normalize_rng
-from numtk._lib._validation import as_array, check_bool, check_int, check_option, check_real
+from numtk._lib._validation import C_INT_MAX, as_array, check_bool, check_int, check_option, check_real
 from numtk.seriation._graph import (WEIGHTS, as_points, bridge_components, check_neighbor_count, components, connect,
                                    graph_from_neighbors, orient, rescale_points, scaled_bandwidth, transverse_offsets)
 
@@ -63,7 +63,7 @@ _AUTO_NOISE_MARGIN = 2.0  # ... keeping directions whose variance exceeds 2x the
 # weights this small change the embedding of the other points by about this fraction only.
 _WEIGHT_FLOOR = 1e-6
 _THREADED_ROWS = 50_000  # below this many nodes the solver kernels run on one thread (spawn costs dominate)
-_MAX_ITER = 2**31 - 1  # iteration counts are C ints in the compiled kernels
+_MAX_ITER = C_INT_MAX  # iteration counts are C ints in the compiled kernels
 
 
 def _pca_task(X: np.ndarray, neighbors: np.ndarray, tol: float):

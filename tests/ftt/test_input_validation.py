@@ -65,7 +65,15 @@ def test_huge_ranks_and_sweeps_are_refused():
     with pytest.raises(ValueError, match="`sweeps`"):
         FunctionalTT().fit(X, X[:, 0], sweeps=2**63)
     with pytest.raises(ValueError, match="`max_rank`"):
-        _fitted().round(max_rank=2**63)
+        _fitted().round(max_rank=0)
+
+
+def test_round_takes_any_rank_cap():
+    # round only truncates: a cap above the train's ranks (sums of trains add ranks) keeps them
+    f = _fitted()
+    g = (f + f).round(max_rank=2**63)
+    X = np.random.default_rng(0).uniform(-1, 1, (50, f.n_features_in_))
+    np.testing.assert_allclose(g.predict(X), 2 * f.predict(X), rtol=1e-10, atol=1e-12)
 
 
 def test_overflowing_evaluation_is_refused_not_returned_as_nan():

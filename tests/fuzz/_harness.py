@@ -223,12 +223,18 @@ def run_case(module: str, case: Case, calls: list[tuple[str, str, str]] | None =
                     except queue.Empty:
                         got = ["hang", f"no answer in {case.timeout:.0f} s"]
                         break
-                    if line is None:
-                        code = child.wait()
+                    if line is None:  # the child closed its answers: it died (or is dying)
+                        try:
+                            code = child.wait(timeout=10)
+                        except subprocess.TimeoutExpired:
+                            code = "none (closed its output)"
                         time.sleep(0.1)
                         got = ["crash", f"exit {code}: {''.join(errors)[-300:]}"]
                         break
-                    msg = json.loads(line)
+                    try:
+                        msg = json.loads(line)
+                    except ValueError:  # not an answer: something else wrote to the answers' pipe
+                        continue
                     if msg[0] == "start":
                         deadline = time.monotonic() + case.timeout
                         continue

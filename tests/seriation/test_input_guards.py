@@ -72,9 +72,14 @@ def test_tsne_iteration_counts_and_n_jobs_are_validated_here(helix):
         with pytest.raises(ValueError, match="`max_iter`"):
             tsne_seriation(X, perplexity=5, max_iter=bad)
     with pytest.raises(ValueError, match="`n_iter_without_progress`"):
-        tsne_seriation(X, perplexity=5, n_iter_without_progress=0)
+        tsne_seriation(X, perplexity=5, n_iter_without_progress=2**31)
     with pytest.raises(ValueError, match="`n_jobs`"):
         tsne_seriation(X, perplexity=5, n_jobs=2**31)
+    with pytest.raises(ValueError, match="`n_jobs` must not be 0"):
+        tsne_seriation(X, perplexity=5, n_jobs=0)
+    # scikit-learn's own conventions pass through: all cores but one, no progress limit
+    res = tsne_seriation(X, perplexity=5, n_jobs=-2, n_iter_without_progress=-1, max_iter=250, rng=0)
+    assert sorted(res.order.tolist()) == list(range(40))
 
 
 def test_tsne_non_finite_init_is_refused(helix):
