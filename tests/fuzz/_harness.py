@@ -2,7 +2,9 @@
 
 A *case* is one public callable with a valid call (``make()`` returns ``(func, args, kwargs)``) and
 the constraints of its parameters: ``params`` maps a parameter name to the categories of values it
-accepts (``"int>=1"``, ``"real"``, ``"array2d"``, ...). For every category the catalogue below holds
+accepts (``"int>=1"``, ``"count"``, ``"cap"``, ``"real"``, ``"array2d"``, ...;
+an ``"int>=1"`` must also refuse absurd values such as 2**63, a ``"cap"`` such as a rank ceiling must
+take them). For every category the catalogue below holds
 values that violate it (``INVALID``: they must raise a ValueError or TypeError that names the
 parameter) and values at its edges (``EDGE``: an empty or one-element array, ties, huge values; the
 call may succeed, but then with a finite result, or raise such an error). Values are written as
@@ -38,6 +40,7 @@ INVALID: dict[str, list[str]] = {
     "int>=1": ["0", "-1", "1.5", "float('nan')", "True", *_WRONG_TYPES[:2], "2**63", "10**12"],
     "int>=2": ["1", "0", "-1", "1.5", "True", "'x'", "2**63", "10**12"],
     "count": ["0", "-1", "1.5", "True", "'x'", "2**63", "10**12"],  # a size of work or output
+    "cap": ["0", "-1", "1.5", "True", "'x'"],  # an upper bound (>= 1) that allocates nothing itself
     "real": ["float('nan')", "float('inf')", "complex(1, 1)", "'x'", "True"],
     "real>0": ["0.0", "-1.0", "float('nan')", "float('inf')", "complex(1, 1)", "'x'"],
     "real>=0": ["-1.0", "float('nan')", "float('inf')", "complex(1, 1)", "'x'"],
@@ -57,6 +60,7 @@ EDGE: dict[str, list[str]] = {
     "int>=0": ["0"],
     "int>=1": ["1"],
     "count": ["1"],
+    "cap": ["1", "2**63", "10**12"],
     "real": ["1e308", "-1e308", "0.0"],
     "real>0": ["1e-308", "1e308"],
     "real>=0": ["0.0", "1e308"],

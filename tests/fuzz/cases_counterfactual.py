@@ -145,7 +145,7 @@ CASES = {c.name: c for c in [
          {"X": "array2d", "X_cf": "array2d", "squared": "bool", "reduce": "option"},
          positional={"X": 0, "X_cf": 1}),
     Case("numtk.counterfactual.distortion_ratios", _distortion,
-         {"X": "array2d", "X_cf": "array2d", "pairs": "option", "max_pairs": "int>=1", "rng": "rng",
+         {"X": "array2d", "X_cf": "array2d", "pairs": "option", "max_pairs": "cap", "rng": "rng",
           "eps": "real>=0"},
          positional={"X": 0, "X_cf": 1},
          # pairs=None: documented default (all pairs); eps=1e308 excludes every pair, whose documented

@@ -132,7 +132,7 @@ CASES = {c.name: c for c in [
     Case("numtk.ftt.FunctionalTT.laplacian", _method("laplacian"), {"X": "array2d"}, positional={"X": 0}),
     Case("numtk.ftt.FunctionalTT.evaluate", _method("evaluate"),
          {"X": "array2d", "gradient": "bool", "laplacian": "bool"}, positional={"X": 0}),
-    Case("numtk.ftt.FunctionalTT.round", _round, {"tol": "real>=0", "max_rank": "int>=1"}),
+    Case("numtk.ftt.FunctionalTT.round", _round, {"tol": "real>=0", "max_rank": "cap"}),
     Case("numtk.ftt.FunctionalTT.integrate", _integrate, {"weight": "option"},
          # None is the documented default (the natural measure of the bases)
          skip={"weight": ("None",)}),
