@@ -207,6 +207,9 @@ CASES = {c.name: c for c in [
     Case("numtk.sampling.SinhTransform.forward", _sinh_forward, {"u": "array2d"}, positional={"u": 0}),
     Case("numtk.sampling.ExpTransform", _factory("ExpTransform"), {"dims": "int>=0"},
          skip={"dims": ("-1",)}),  # documented: negative indices count from the end
+    # the base class: constructing it checks dims like its subclasses (its hooks are abstract)
+    Case("numtk.sampling.Transform", _factory("Transform"), {"dims": "int>=0"},
+         skip={"dims": ("-1",)}),  # documented: negative indices count from the end
     Case("numtk.sampling.ExpTransform.inverse", _exp_inverse, {"x": "array2d"}, positional={"x": 0}),
     Case("numtk.sampling.transform_target", _transform_target,
          {"target": "callable", "transform": "callable", "dim": "int>=1"},
