@@ -165,7 +165,8 @@ def nan_mask(*arrays: np.ndarray) -> np.ndarray | None:
 
 def available_memory() -> int:
     """Bytes this process may still allocate: the kernel's MemAvailable (free physical memory when it is
-    not reported), capped by the address-space limit (``RLIMIT_AS``). 2**40 when neither is known."""
+    not reported), capped by a cgroup v2 memory limit (a container's ``memory.max`` less its
+    ``memory.current``) and by the address-space limit (``RLIMIT_AS``). 2**40 when none is known."""
     import os
     import resource
 
@@ -183,6 +184,14 @@ def available_memory() -> int:
             limits.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
         except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
             pass
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as fh:
+            cap = fh.read().strip()
+        if cap != "max":
+            with open("/sys/fs/cgroup/memory.current", encoding="ascii") as fh:
+                limits.append(max(0, int(cap) - int(fh.read().strip())))
+    except (OSError, ValueError):  # no cgroup v2 limit here
+        pass
     try:
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         if soft != resource.RLIM_INFINITY:
