@@ -28,6 +28,7 @@ from numtk.counterfactual._common import (
     check_magnitude,
     check_solver,
     check_solver_options,
+    scores_and_deficits,
     linear_score,
     mutable_bounds,
     mutable_mask,
@@ -61,12 +62,8 @@ def _setup(X: Any, w: Any, b: Any, *, confidence: Any, margin: Any, target: Any,
     ob = mutable_bounds(bounds, X, mask, stacklevel=4)
     lo, hi = ob if ob is not None else (np.full(d, -np.inf), np.full(d, np.inf))
     bounded = bool(np.isfinite(lo).any() or np.isfinite(hi).any())
-    with np.errstate(over="ignore", invalid="ignore"):
-        s = X @ w + b
-        m = tau - s
-    if not (np.all(np.isfinite(s)) and np.all(np.isfinite(m))):
-        raise ValueError("the scores `w @ x + b` (or their distance to the threshold) overflow float64 "
-                         "for these `X`, `w` and `b`; rescale them")
+    s, m = scores_and_deficits(X, w, b, tau, "the scores `w @ x + b` (or their distance to the threshold) "
+                               "overflow float64 for these `X`, `w` and `b`; rescale them")
     return SimpleNamespace(X=X, w=w, b=b, tau=tau, mask=mask, lo=lo, hi=hi, bounded=bounded, s=s, m=m)
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "check_solver",
     "check_solver_options",
     "check_magnitude",
+    "scores_and_deficits",
     "check_finite_result",
     "MAX_COUNT",
     "MAX_DISTORTION",
@@ -312,6 +313,16 @@ def check_solver(solver: Any, name: str = "solver", *, allow_none: bool = False,
             raise ValueError(f"`{name}` must be 'native' or a cvxpy solver installed here "
                              f"({', '.join(sorted(installed))}); got {solver!r}")
     return solver
+
+
+def scores_and_deficits(X: np.ndarray, w: np.ndarray, b: float, tau: float, message: str):
+    """``s = X @ w + b`` and the deficits ``tau - s``; a ValueError with ``message`` when either overflows."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = X @ w + b
+        m = tau - s
+    if not (np.all(np.isfinite(s)) and np.all(np.isfinite(m))):
+        raise ValueError(message)
+    return s, m
 
 
 def check_solver_options(options: Any, name: str = "solver_options") -> dict | None:

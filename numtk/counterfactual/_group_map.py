@@ -19,6 +19,7 @@ from numtk.counterfactual._common import (
     as_points,
     check_finite_result,
     check_magnitude,
+    scores_and_deficits,
     check_solver,
     check_solver_options,
     linear_score,
@@ -295,12 +296,8 @@ class GroupCounterfactualMap(Estimator):
         mutable = mutable_mask(self.immutable, d, names)
         bounds = mutable_bounds(self.bounds, X, mutable, stacklevel=4)
         weights = _weights(sample_weight, n)
-        with np.errstate(over="ignore", invalid="ignore"):
-            s = X @ w + b
-            m = tau - s
-        if not (np.all(np.isfinite(s)) and np.all(np.isfinite(m))):
-            raise ValueError("the scores of `X` under `classifier` (w @ x + b, or their distance to the "
-                             "threshold) overflow float64; rescale them")
+        s, m = scores_and_deficits(X, w, b, tau, "the scores of `X` under `classifier` (w @ x + b, or their "
+                                   "distance to the threshold) overflow float64; rescale them")
         if family in _NATIVE_FAMILIES:
             solver = "native" if solver is None or solver.lower() == "native" else solver.upper()
         else:
