@@ -77,3 +77,62 @@ def test_native_headers_do_not_include_python():
     include = re.compile(r'^\s*#\s*include\s*[<"](Python\.h|pybind11/|numpy/)', re.M)
     for header in headers:
         assert not include.search(header.read_text()), header
+
+
+def _area_modules():
+    """(area, path, tree) of every module of numtk's areas (numtk/_lib and the package root aside)."""
+    import ast
+
+    for path in sorted((ROOT / "numtk").rglob("*.py")):
+        rel = path.relative_to(ROOT / "numtk").parts
+        if len(rel) < 2 or rel[0].startswith("_"):
+            continue
+        yield rel[0], path, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def test_areas_import_only_public_names_of_each_other():
+    # Areas share code through numtk._lib or another area's public API, never its private modules.
+    import ast
+
+    bad = []
+    for area, path, tree in _area_modules():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("numtk."):
+                mods, names = [node.module], [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                mods, names = [a.name for a in node.names if a.name.startswith("numtk.")], []
+            else:
+                continue
+            for mod in mods:
+                parts = mod.split(".")
+                if parts[1] in (area, "_lib"):
+                    continue
+                if any(p.startswith("_") for p in parts[2:]) or any(n.startswith("_") for n in names):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {mod} {names}")
+    assert not bad, "private imports across areas:\n" + "\n".join(bad)
+
+
+def test_areas_read_no_private_attribute_of_another_area():
+    # A private attribute (self._x, or a method _x) defined by one area's classes and read as
+    # `obj._x` in another area that defines no such name itself.
+    import ast
+
+    defined: dict[str, set[str]] = {}
+    reads = []
+    for area, path, tree in _area_modules():
+        names = defined.setdefault(area, set())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("_"):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                owner = node.value
+                if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                    if isinstance(node.ctx, ast.Store):
+                        names.add(node.attr)
+                    continue
+                if isinstance(owner, ast.Name) and owner.id.startswith("_"):
+                    continue  # a private module of the area itself (_games_ext.rm_plus, _basis.evaluate)
+                reads.append((area, node.attr, f"{path.relative_to(ROOT)}:{node.lineno}"))
+    bad = [where + f": .{attr}" for area, attr, where in reads
+           if attr not in defined[area] and any(attr in names for a, names in defined.items() if a != area)]
+    assert not bad, "private attributes of another area's objects:\n" + "\n".join(bad)

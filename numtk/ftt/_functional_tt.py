@@ -72,6 +72,10 @@ class FunctionalTT(Estimator):
         ``(1, r_1, ..., r_{d-1}, 1)``.
     domain_ : ndarray of shape (d, 2)
         The box per coordinate (``[-inf, inf]`` for Hermite coordinates).
+    bases_ : tuple of Basis1D
+        The fitted basis of each coordinate, read-only: ``kind`` (``'legendre'``, ``'bspline'`` or
+        ``'hermite'``), ``n`` (functions, degree + 1), ``p0, p1`` (the box for bounded bases, ``loc, scale``
+        for Hermite) and ``bounded``.
     n_features_in_ : int
         d.
     n_iter_ : int
@@ -163,6 +167,7 @@ class FunctionalTT(Estimator):
 
     def _set_fitted(self, bases, cores, n_iter=0, history=None):
         self._bases = list(bases)
+        self.bases_ = tuple(bases)
         self.cores_ = [np.ascontiguousarray(c, dtype=np.float64) for c in cores]
         self.ranks_ = (1,) + tuple(int(c.shape[2]) for c in self.cores_)
         self.domain_ = self._domain_of(bases)
@@ -650,6 +655,65 @@ class FunctionalTT(Estimator):
             m = _basis.moments(b, w, self.extrapolate)
             v = v @ np.einsum("aic,i->ac", core, m)
         return float(v[0])
+
+    def additive(self, functions: Sequence[Any], constant: float = 0.0) -> "FunctionalTT":
+        """The train ``constant + sum_k f_k(x_k)`` in this train's bases (rank 2; rank 1 when d = 1).
+
+        Each ``f_k`` (a vectorised callable of one coordinate) is projected onto coordinate k's basis by
+        least squares at the basis' natural quadrature nodes: exact for functions in its span (e.g.
+        polynomials up to the degree for Legendre and Hermite bases). Useful to add a known separable
+        part to a fitted train (``f + f.additive(...)``).
+
+        Parameters
+        ----------
+        functions : sequence of d callables
+            ``f_k(x) -> array`` on 1-D float arrays.
+        constant : float, optional
+            The constant term.
+
+        Returns
+        -------
+        FunctionalTT
+            A fitted train with this one's parameters and bases.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from numtk.ftt import FunctionalTT
+        >>> f = FunctionalTT.from_cores([np.zeros((1, 5, 1))] * 3, degree=4, domain=[(-1, 1)] * 3)
+        >>> q = f.additive([lambda x: x ** 2] * 3, constant=1.0)
+        >>> x = np.array([[0.5, -0.2, 1.0]])
+        >>> round(float(q.predict(x)[0]), 12), q.ranks_
+        (2.29, (1, 2, 2, 1))
+        """
+        check_is_fitted(self, "cores_")
+        bases = self._bases
+        d = len(bases)
+        if callable(functions) or len(functions) != d or not all(callable(g) for g in functions):
+            raise TypeError(f"`functions` must be a sequence of {d} callables (one per coordinate)")
+        constant = check_real(constant, "constant")
+        coef = []
+        for k, (b, g) in enumerate(zip(bases, functions)):
+            x, wq = _basis.natural_quadrature(b, extra=3)
+            values = np.asarray(g(x), dtype=np.float64)
+            if values.shape != x.shape or not np.all(np.isfinite(values)):
+                raise ValueError(f"`functions[{k}]` must return one finite value per point")
+            sw = np.sqrt(wq)
+            phi = _basis.evaluate(b, x)[0]
+            coef.append(np.linalg.lstsq(phi * sw[:, None], values * sw, rcond=None)[0])
+        ones = [_basis.constant_coefficients(b) for b in bases]
+        coef[0] = coef[0] + constant * ones[0]
+        if d == 1:
+            return self._like([coef[0][None, :, None]])
+        cores = [np.stack([coef[0], ones[0]], axis=1)[None]]  # [f_1, 1] [[1, 0], [f_k, 1]] ... [1; f_d]
+        for k in range(1, d - 1):
+            c = np.zeros((2, bases[k].n, 2))
+            c[0, :, 0] = ones[k]
+            c[1, :, 0] = coef[k]
+            c[1, :, 1] = ones[k]
+            cores.append(c)
+        cores.append(np.stack([ones[-1], coef[-1]], axis=0)[:, :, None])
+        return self._like(cores)
 
     def _like(self, cores: list[np.ndarray]) -> "FunctionalTT":
         new = type(self)(**self.get_params())

@@ -443,17 +443,6 @@ def _value_log_Z(W0: FunctionalTT, d: int, rng, n: int = 100_000) -> tuple[float
     return m + math.log(mean), se
 
 
-def _project(basis, f) -> np.ndarray:
-    """Coefficients of ``f`` in one coordinate's basis by least squares at its natural quadrature nodes
-    (exact for functions in the span: here 1 and y^2, for every basis of degree >= 2)."""
-    from numtk.ftt import _basis
-
-    x, wq = _basis.natural_quadrature(basis, extra=3)
-    sw = np.sqrt(wq)
-    phi = _basis.evaluate(basis, x)[0]
-    return np.linalg.lstsq(phi * sw[:, None], f(x) * sw, rcond=None)[0]
-
-
 def value_function(W: FunctionalTT, loc: Any = 0.0, scale: Any = 1.0) -> FunctionalTT:
     r"""The value function in the original coordinates from a step of :func:`solve_hjb`.
 
@@ -489,12 +478,11 @@ def value_function(W: FunctionalTT, loc: Any = 0.0, scale: Any = 1.0) -> Functio
     True
     """
     from numtk._lib._estimator import check_is_fitted
-    from numtk.ftt import _basis
 
     if not isinstance(W, FunctionalTT):
         raise TypeError(f"`W` must be a FunctionalTT (a step of solve_hjb's result); got {type(W).__name__}")
     check_is_fitted(W, "cores_")
-    bases = W._bases
+    bases = W.bases_
     d = len(bases)
     loc = _per_coord(loc, d, "loc")
     scale = _per_coord(scale, d, "scale")
@@ -502,21 +490,9 @@ def value_function(W: FunctionalTT, loc: Any = 0.0, scale: Any = 1.0) -> Functio
         raise ValueError("`scale` must be positive")
     if any(b.n < 3 for b in bases):
         raise ValueError("the value function needs degree >= 2 in every coordinate (log gamma is quadratic)")
-    quad = [_project(b, lambda y: -0.5 * y * y) for b in bases]
-    ones = [_basis.constant_coefficients(b) for b in bases]
-    quad[0] = quad[0] - 0.5 * d * _LOG_2PI * ones[0]
-    if d == 1:
-        cores = [quad[0][None, :, None]]
-    else:  # [q_1, 1] [[1, 0], [q_k, 1]] ... [1; q_d]
-        cores = [np.stack([quad[0], ones[0]], axis=1)[None]]
-        for k in range(1, d - 1):
-            c = np.zeros((2, bases[k].n, 2))
-            c[0, :, 0] = ones[k]
-            c[1, :, 0] = quad[k]
-            c[1, :, 1] = ones[k]
-            cores.append(c)
-        cores.append(np.stack([ones[-1], quad[-1]], axis=0)[:, :, None])
-    V = (W + W._like(cores)).round(tol=1e-12)
+    # log gamma(y) = -|y|^2 / 2 - d log(2 pi) / 2: an exact rank-2 train in W's bases
+    log_gamma = W.additive([lambda y: -0.5 * y * y] * d, constant=-0.5 * d * _LOG_2PI)
+    V = (W + log_gamma).round(tol=1e-12)
     with np.errstate(over="ignore", invalid="ignore"):
         domain = np.array([[loc[k] + scale[k] * b.p0, loc[k] + scale[k] * b.p1] if b.bounded else [np.nan, np.nan]
                            for k, b in enumerate(bases)])

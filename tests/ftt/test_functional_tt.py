@@ -324,3 +324,39 @@ def test_validation_errors():
         f.evaluate(X, gradient="yes")
     with pytest.raises(ValueError, match="incompatible basis"):
         FunctionalTT(degree=3).fit(X, y, warm_start=f)
+
+
+@pytest.mark.parametrize("basis", ["legendre", "hermite", "bspline"])
+def test_additive_is_exact_for_functions_in_the_span(basis):
+    # quadratics lie in every basis of degree >= 2 (cubic B-splines reproduce them too)
+    d = 3
+    kw = dict(basis=basis, degree=6)
+    if basis != "hermite":
+        kw["domain"] = [(-2.0, 1.0)] * d
+    f = FunctionalTT.from_cores([np.zeros((1, 7, 1))] * d, **kw)
+    g = f.additive([lambda x: x ** 2, lambda x: 3 * x - 1, lambda x: -0.5 * x * x + x], constant=2.5)
+    X = np.random.default_rng(3).uniform(-2.0, 1.0, (200, d))
+    expected = 2.5 + X[:, 0] ** 2 + 3 * X[:, 1] - 1 - 0.5 * X[:, 2] ** 2 + X[:, 2]
+    np.testing.assert_allclose(g.predict(X), expected, rtol=1e-10, atol=1e-10)
+    assert g.ranks_ == (1, 2, 2, 1) and g.bases_ == f.bases_
+    if basis != "hermite":
+        kw["domain"] = [(-2.0, 1.0)]
+    one = FunctionalTT.from_cores([np.zeros((1, 7, 1))], **kw).additive([lambda x: x ** 2], constant=1.0)
+    assert one.ranks_ == (1, 1)
+    np.testing.assert_allclose(one.predict(X[:, :1]), 1.0 + X[:, 0] ** 2, rtol=1e-10, atol=1e-10)
+
+
+def test_additive_and_bases_validation():
+    f = FunctionalTT.from_cores([np.zeros((1, 4, 1))] * 2, degree=3, domain=[(-1, 1)] * 2)
+    assert [b.kind for b in f.bases_] == ["legendre", "legendre"] and f.bases_[0].n == 4
+    assert (f.bases_[0].p0, f.bases_[0].p1, f.bases_[0].bounded) == (-1.0, 1.0, True)
+    with pytest.raises(TypeError, match="`functions`"):
+        f.additive([np.sin])
+    with pytest.raises(TypeError, match="`functions`"):
+        f.additive(np.sin)
+    with pytest.raises(ValueError, match=r"`functions\[1\]` must return one finite value"):
+        f.additive([np.sin, lambda x: np.full_like(x, np.nan)])
+    with pytest.raises(ValueError, match="`constant`"):
+        f.additive([np.sin, np.cos], constant=np.inf)
+    with pytest.raises(ValueError, match="not fitted|fit"):
+        FunctionalTT().additive([np.sin])
