@@ -136,3 +136,38 @@ def test_areas_read_no_private_attribute_of_another_area():
     bad = [where + f": .{attr}" for area, attr, where in reads
            if attr not in defined[area] and any(attr in names for a, names in defined.items() if a != area)]
     assert not bad, "private attributes of another area's objects:\n" + "\n".join(bad)
+
+
+def test_no_import_cycles_between_modules():
+    # every import counts, the ones inside functions too (a lazy import is how a cycle hides)
+    import ast
+
+    graph: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "numtk").rglob("*.py")):
+        mod = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        deps = graph.setdefault(mod, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("numtk"):
+                deps.add(node.module)
+            elif isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name.startswith("numtk"))
+    # a package's __init__ re-exports its modules: the cycles that matter are between the modules
+    graph = {m: {d for d in ds if d in graph} for m, ds in graph.items() if m.count(".") >= 2}
+    cycles = []
+    state: dict[str, int] = {}
+
+    def visit(m, stack):
+        state[m] = 1
+        for d in sorted(graph.get(m, ())):
+            if d not in graph:
+                continue
+            if state.get(d) == 1:
+                cycles.append(" -> ".join(stack[stack.index(d):] + [d]))
+            elif d not in state:
+                visit(d, stack + [d])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [m])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)

@@ -512,7 +512,8 @@ class FunctionalTT(Estimator):
         """
         return self._eval(X, False, True)[2]
 
-    def evaluate(self, X: Any, *, gradient: bool = False, laplacian: bool = False) -> tuple:
+    def evaluate(self, X: Any, *, gradient: bool = False, laplacian: bool = False,
+                 overflow: str = "raise") -> tuple:
         """Values and, on request, gradient and Laplacian, from one shared prefix/suffix pass.
 
         Parameters
@@ -521,6 +522,10 @@ class FunctionalTT(Estimator):
             Points.
         gradient, laplacian : bool, default False
             Also return the gradient ``(M, d)`` / the Laplacian ``(M,)``.
+        overflow : {'raise', 'keep'}, default 'raise'
+            Points so far out that a value or derivative overflows (the bases grow polynomially): a
+            ValueError (``'raise'``), or those entries returned as inf/NaN for the caller to handle
+            (``'keep'``; a sampler replaces such rows by a fallback).
 
         Returns
         -------
@@ -538,7 +543,8 @@ class FunctionalTT(Estimator):
         """
         gradient = check_bool(gradient, "gradient")
         laplacian = check_bool(laplacian, "laplacian")
-        f, g, lap = self._eval(X, gradient, laplacian)
+        overflow = check_option(overflow, "overflow", ("raise", "keep"))
+        f, g, lap = self._eval(X, gradient, laplacian, finite=overflow == "raise")
         out = (f,)
         if gradient:
             out += (g,)

@@ -313,7 +313,7 @@ class HermiteOUSolution:
         if M == 0:
             return logf, grad, 0
         with np.errstate(all="ignore"):
-            f, g, _ = self._normalised_ftt(tau)._eval(y, True, False, finite=False)
+            f, g = self._normalised_ftt(tau).evaluate(y, gradient=True, overflow="keep")
             finite = np.isfinite(f) & np.isfinite(g).all(axis=1)
             central = finite & (np.abs(y).max(axis=1) <= _BULK_RADIUS)
             pool = f[central] if central.any() else f[finite]

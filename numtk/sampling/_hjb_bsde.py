@@ -38,6 +38,7 @@ from numtk._lib._workers import map_rows, n_threads
 from numtk.ftt import FunctionalTT
 from numtk.sampling._hermite_ou import _MAX_HERMITE_DEGREE
 from numtk._lib._validation import check_size
+from numtk.sampling._paths import simulate_paths, systematic_resample, trusted_gradient
 
 __all__ = ["solve_hjb", "time_grid"]
 
@@ -389,30 +390,6 @@ def _grad_bound(g: np.ndarray) -> float:
     norms = np.sqrt(np.einsum("ij,ij->i", g, g))
     norms = norms[np.isfinite(norms)]
     return float(np.max(norms)) if len(norms) else math.inf
-
-
-def trusted_gradient(W, y: np.ndarray, diag: dict | None = None) -> np.ndarray:
-    """``grad W`` at ``y``, guarded by a step's diagnostics entry ``diag`` (None: unguarded).
-
-    ``y`` is projected onto the trust box ``diag['trust']`` (``(d, 2)``): outside it the gradient is held
-    at its value on the box's face (``W`` continued linearly beyond the data). Its norm is then capped at
-    ``diag['grad_bound']``, the largest the fit has on its design: where several coordinates are in
-    their tails at once, a fit's slopes are unconstrained even inside the box.
-    """
-    # the sampler's paths may wander far out: non-finite rows are left to the caller (_tame zeroes them)
-    if diag is None:
-        return W._eval(y, True, False, finite=False)[1]
-    trust = diag.get("trust")
-    if trust is not None:
-        y = np.clip(y, trust[:, 0], trust[:, 1])
-    g = W._eval(y, True, False, finite=False)[1]
-    bound = diag.get("grad_bound")
-    if bound is not None and np.isfinite(bound):
-        norms = np.sqrt(np.einsum("ij,ij->i", g, g))
-        over = norms > bound
-        if np.any(over):
-            g[over] *= (bound / norms[over])[:, None]
-    return g
 
 
 def _terminal_cross(log_rho, d, box, opts, rng):
@@ -805,7 +782,6 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
             rounds.append(info)
             best = info
             break
-        from numtk.sampling._sampler import simulate_paths, systematic_resample
 
         Y, logw = simulate_paths(lambda y, n: trusted_gradient(W[n], y, diags[n]), times, pre.log_density,
                                  refine_paths, rng, dim=d, integrator=integrator)

@@ -82,3 +82,11 @@ def test_overflowing_evaluation_is_refused_not_returned_as_nan():
         f.predict(np.full((2, 2), 1e308))
     with pytest.raises(ValueError, match="`X`"):
         f.gradient(np.full((2, 2), 1e308))
+    # overflow='keep' hands the overflowing rows back (a sampler's fallback), the others unchanged
+    X = np.array([[1e308, 1e308], [0.1, -0.2]])
+    v, g = f.evaluate(X, gradient=True, overflow="keep")
+    assert not np.all(np.isfinite(v[0])) or not np.all(np.isfinite(g[0]))
+    np.testing.assert_allclose(v[1:], f.predict(X[1:]), rtol=1e-14)
+    np.testing.assert_allclose(g[1:], f.gradient(X[1:]), rtol=1e-14)
+    with pytest.raises(ValueError, match="`overflow`"):
+        f.evaluate(X, overflow="ignore")

@@ -156,7 +156,7 @@ def test_gaussian_importance_weighted_log_Z():
 
 def test_log_Z_is_unbiased_for_a_wrong_control():
     """E_q[w] = Z for any W (here W = 0): the mean of Z^/Z over runs is 1 within 3 SE."""
-    from numtk.sampling._sampler import simulate_paths
+    from numtk.sampling._paths import simulate_paths
 
     target = gaussian(mean=[1.5], cov=[[0.4]])
     times = time_grid(T=3.0, n_steps=20)
@@ -437,7 +437,7 @@ def test_funnel_with_the_cross_terminal_is_near_the_published_errors():
 # the per-step trust boxes and a user design
 
 def test_trust_boxes_hold_the_control_on_their_faces():
-    from numtk.sampling._hjb_bsde import trusted_gradient
+    from numtk.sampling._paths import trusted_gradient
 
     target = gaussian(mean=[1.0, -0.5], cov=[0.5, 1.5])
     sampler = ScoreBasedSampler(target, n_steps=10, degree=11, refine=0, rng=0).fit()
@@ -483,7 +483,7 @@ def test_many_well_32_paths_stay_near_the_mass():
 
 def test_gradient_bound_caps_the_norm_only():
     from numtk.ftt import FunctionalTT
-    from numtk.sampling._hjb_bsde import trusted_gradient
+    from numtk.sampling._paths import trusted_gradient
 
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, (400, 2))

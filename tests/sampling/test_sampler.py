@@ -107,7 +107,7 @@ def test_steep_controls_are_tamed_and_weights_stay_exact():
     """A frozen steep control (slope 1e3) would make explicit steps explode; the tamed step keeps every path
     finite (the weights follow the kernel actually sampled; unbiasedness for any control is tested above)."""
     from numtk.sampling import time_grid
-    from numtk.sampling._sampler import _tame, simulate_paths
+    from numtk.sampling._paths import _tame, simulate_paths
 
     g = np.array([[1e6, 0.0], [np.nan, 1.0], [0.1, 0.1]])
     y = np.array([[3.0, 4.0], [0.0, 0.0], [1.0, 0.0]])
