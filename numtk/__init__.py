@@ -60,7 +60,7 @@ def __dir__() -> list[str]:
 
 def show_config() -> None:
     """Print the version, the compiled modules and the optional dependencies found."""
-    from numtk.__main__ import info_text
+    from numtk._lib._config import info_text
 
     print(info_text())
 

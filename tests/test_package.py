@@ -178,3 +178,8 @@ def test_no_import_cycles_between_modules():
         if m not in state:
             visit(m, [m])
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_package_does_not_import_its_command_line():
+    out = _fresh("import sys, numtk; numtk.show_config(); print('numtk.__main__' in sys.modules)")
+    assert "compiled modules:" in out and out.strip().endswith("False")
