@@ -41,6 +41,7 @@ INVALID: dict[str, list[str]] = {
     "int>=2": ["1", "0", "-1", "1.5", "True", "'x'", "2**63", "10**12"],
     "count": ["0", "-1", "1.5", "True", "'x'", "2**63", "10**12"],  # a size of work or output
     "cap": ["0", "-1", "1.5", "True", "'x'"],  # an upper bound (>= 1) that allocates nothing itself
+    "index": ["1.5", "True", "'x'", "2**63", "-(2**63)"],  # a position; negative counts from the end
     "real": ["float('nan')", "float('inf')", "complex(1, 1)", "'x'", "True"],
     "real>0": ["0.0", "-1.0", "float('nan')", "float('inf')", "complex(1, 1)", "'x'"],
     "real>=0": ["-1.0", "float('nan')", "float('inf')", "complex(1, 1)", "'x'"],
@@ -61,6 +62,7 @@ EDGE: dict[str, list[str]] = {
     "int>=1": ["1"],
     "count": ["1"],
     "cap": ["1", "2**63", "10**12"],
+    "index": ["0", "-1"],
     "real": ["1e308", "-1e308", "0.0"],
     "real>0": ["1e-308", "1e308"],
     "real>=0": ["0.0", "1e308"],

@@ -200,16 +200,12 @@ CASES = {c.name: c for c in [
     Case("numtk.sampling.double_well", _factory("double_well", 3, 2),
          {"d": "int>=1", "m": "int>=0", "delta": "real>0"}, positional={"d": 0, "m": 1}),
     Case("numtk.sampling.SinhTransform", _factory("SinhTransform", 0.5),
-         {"width": ("real>0", "array1d"), "loc": ("real", "array1d"), "dims": "int>=0"},
-         positional={"width": 0},
-         # documented: negative indices count from the end
-         skip={"dims": ("-1",)}),
+         {"width": ("real>0", "array1d"), "loc": ("real", "array1d"), "dims": "index"},
+         positional={"width": 0}),
     Case("numtk.sampling.SinhTransform.forward", _sinh_forward, {"u": "array2d"}, positional={"u": 0}),
-    Case("numtk.sampling.ExpTransform", _factory("ExpTransform"), {"dims": "int>=0"},
-         skip={"dims": ("-1",)}),  # documented: negative indices count from the end
+    Case("numtk.sampling.ExpTransform", _factory("ExpTransform"), {"dims": "index"}),
     # the base class: constructing it checks dims like its subclasses (its hooks are abstract)
-    Case("numtk.sampling.Transform", _factory("Transform"), {"dims": "int>=0"},
-         skip={"dims": ("-1",)}),  # documented: negative indices count from the end
+    Case("numtk.sampling.Transform", _factory("Transform"), {"dims": "index"}),
     Case("numtk.sampling.ExpTransform.inverse", _exp_inverse, {"x": "array2d"}, positional={"x": 0}),
     Case("numtk.sampling.transform_target", _transform_target,
          {"target": "callable", "transform": "callable", "dim": "int>=1"},
