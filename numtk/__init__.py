@@ -6,9 +6,11 @@ imports no optional dependency.
 
 =========================  ==========================================================
 ``numtk.stats``            Kendall's tau (a SciPy drop-in), Kendall distance, bounds
-``numtk.seriation``        STAGE ordering of point clouds along curves (in progress)
+``numtk.seriation``        STAGE ordering of point clouds along curves, baselines, recovery bound
 ``numtk.counterfactual``   group counterfactual maps for linear classifiers
+``numtk.games``            zero-sum solvers, exploitability, Population Exploitability, PSRO
 ``numtk.ftt``              functional tensor trains: low-rank regression, derivatives, integrals
+``numtk.sampling``         the HJB/BSDE score-based sampler, target densities, metrics
 ``numtk.datasets``         small shipped datasets with their licences
 =========================  ==========================================================
 """

@@ -183,3 +183,8 @@ def test_no_import_cycles_between_modules():
 def test_the_package_does_not_import_its_command_line():
     out = _fresh("import sys, numtk; numtk.show_config(); print('numtk.__main__' in sys.modules)")
     assert "compiled modules:" in out and out.strip().endswith("False")
+
+
+def test_the_package_docstring_lists_every_area():
+    for area in numtk.submodules:
+        assert re.search(rf"``numtk\.{area}``\s+\S", numtk.__doc__), f"numtk.{area} missing from numtk's docstring"

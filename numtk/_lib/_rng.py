@@ -6,11 +6,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["normalize_rng", "spawn_rngs", "RNG_DOC"]
-
-RNG_DOC = """rng : {None, int, numpy.random.Generator}, optional
-    Source of randomness. ``None`` draws fresh OS entropy, an int seeds a new
-    :class:`numpy.random.Generator`, and a Generator is used as it is (and advanced)."""
+__all__ = ["normalize_rng", "spawn_rngs"]
 
 
 def normalize_rng(rng=None, *, name: str = "rng") -> np.random.Generator:

@@ -15,11 +15,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 __all__ = ["MapWrapper", "as_map", "n_threads", "available_cores", "max_workers", "blas_threads",
-           "single_blas_thread", "map_rows", "WORKERS_DOC"]
-
-WORKERS_DOC = """workers : int or map-like callable, optional
-    Parallelism. ``1`` (default) runs serially, ``-1`` uses every available core,
-    ``k > 1`` uses k workers (at most 4 per available core, at least 32 allowed)."""
+           "single_blas_thread", "map_rows"]
 
 
 def blas_threads(limit: int):

@@ -92,8 +92,3 @@ def solve_matrix_game(A: np.ndarray, *, highs_method: str = "auto") -> tuple[np.
     y = clean_simplex(res.x[:n])
     x = clean_simplex(-res.ineqlin.marginals)
     return x, y, float(res.x[-1]) * scale
-
-
-def as_csr(M) -> sparse.csr_array:
-    """``M`` as a float64 CSR array (dense input is converted)."""
-    return sparse.csr_array(M, dtype=np.float64)
