@@ -22,6 +22,7 @@ __all__ = [
     "available_memory",
     "check_size",
     "check_callback",
+    "per_coordinate",
     "check_options",
     "C_INT_MAX",
     "NAN_POLICIES",
@@ -227,3 +228,20 @@ def check_options(options: Any, name: str = "options") -> dict:
     if bad:
         raise TypeError(f"`{name}` keys must be str; got {bad[0]!r}")
     return dict(options)
+
+
+def per_coordinate(value: Any, d: int, name: str) -> np.ndarray:
+    """A finite real scalar broadcast to shape ``(d,)``, or a finite real array of that shape (float64).
+
+    Strings and bools are refused (TypeError), as complex and object input are by :func:`as_array`.
+    """
+    if isinstance(value, (str, bytes, bool, np.bool_)):
+        raise TypeError(f"`{name}` must be a real number or an array of shape ({d},); got {type(value).__name__}")
+    arr = as_array(value, name).astype(np.float64)
+    if arr.ndim == 0:
+        arr = np.full(d, float(arr))
+    if arr.shape != (d,):
+        raise ValueError(f"`{name}` must be a scalar or have shape ({d},); got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"`{name}` must be finite")
+    return arr

@@ -26,26 +26,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from numtk._lib._validation import as_array, check_finite, check_int, check_option, check_real
+from numtk._lib._validation import as_array, check_finite, check_int, check_option, check_real, per_coordinate
 from numtk.ftt import FunctionalTT
 
 __all__ = ["HermiteOUSolution", "hermite_solution"]
 
 _BULK_RADIUS = 4.0
 _MAX_HERMITE_DEGREE = 2000  # Hermite degree per coordinate (quadrature with 4 (degree + 1) nodes)
-
-
-def _per_coordinate(value: Any, d: int, name: str) -> np.ndarray:
-    if isinstance(value, (str, bytes, bool, np.bool_)):
-        raise TypeError(f"`{name}` must be a real number or a sequence of {d} real numbers")
-    arr = as_array(value, name).astype(np.float64)
-    if arr.ndim == 0:
-        arr = np.full(d, float(arr))
-    if arr.shape != (d,):
-        raise ValueError(f"`{name}` must be a scalar or have shape ({d},); got shape {arr.shape}")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"`{name}` must be finite; got {arr}")
-    return arr
 
 
 def _check_tau(tau: Any) -> float:
@@ -157,8 +144,8 @@ class HermiteOUSolution:
                 raise ValueError(f"`cores[{k}]` has left rank {cs[k].shape[0]}, but `cores[{k - 1}]` has right "
                                  f"rank {cs[k - 1].shape[2]}")
         self.dim = d
-        self.loc = _per_coordinate(loc, d, "loc")
-        self.scale = _per_coordinate(scale, d, "scale")
+        self.loc = per_coordinate(loc, d, "loc")
+        self.scale = per_coordinate(scale, d, "scale")
         if np.any(self.scale <= 0):
             raise ValueError(f"`scale` must be > 0; got {self.scale}")
         self.hermite_tol = check_real(hermite_tol, "hermite_tol", low=0.0, high=1.0, low_open=True, high_open=True)
@@ -637,8 +624,8 @@ def hermite_solution(target: Any, *, degree: int = 120, loc: Any = None, scale: 
             loc = bounds.mean(axis=1)
         if scale is None:
             scale = (bounds[:, 1] - bounds[:, 0]) / 5.0
-    loc_arr = _per_coordinate(loc, d, "loc")
-    scale_arr = _per_coordinate(scale, d, "scale")
+    loc_arr = per_coordinate(loc, d, "loc")
+    scale_arr = per_coordinate(scale, d, "scale")
     if np.any(scale_arr <= 0):
         raise ValueError(f"`scale` must be > 0; got {scale_arr}")
     cores = target._hermite_tt(degree, loc_arr, scale_arr)

@@ -37,7 +37,7 @@ from numtk._lib._warnings import NumtkWarning
 from numtk._lib._workers import map_rows, n_threads
 from numtk.ftt import FunctionalTT
 from numtk.sampling._hermite_ou import _MAX_HERMITE_DEGREE
-from numtk._lib._validation import check_size
+from numtk._lib._validation import check_size, per_coordinate
 from numtk.sampling._paths import simulate_paths, systematic_resample, trusted_gradient
 
 __all__ = ["solve_hjb", "time_grid"]
@@ -461,8 +461,8 @@ def value_function(W: FunctionalTT, loc: Any = 0.0, scale: Any = 1.0) -> Functio
     check_is_fitted(W, "cores_")
     bases = W.bases_
     d = len(bases)
-    loc = _per_coord(loc, d, "loc")
-    scale = _per_coord(scale, d, "scale")
+    loc = per_coordinate(loc, d, "loc")
+    scale = per_coordinate(scale, d, "scale")
     if np.any(scale <= 0):
         raise ValueError("`scale` must be positive")
     if any(b.n < 3 for b in bases):
@@ -710,8 +710,8 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
         warnings.warn("control_variate=False: without the martingale control variate the regression is "
                       "known to diverge near the target end", NumtkWarning, stacklevel=2)
 
-    loc_a = np.zeros(d) if loc is None else _per_coord(loc, d, "loc")
-    scale_a = np.ones(d) if scale is None else _per_coord(scale, d, "scale")
+    loc_a = np.zeros(d) if loc is None else per_coordinate(loc, d, "loc")
+    scale_a = np.ones(d) if scale is None else per_coordinate(scale, d, "scale")
     if np.any(scale_a <= 0):
         raise ValueError("`scale` must be positive")
     with np.errstate(over="ignore", invalid="ignore"):
@@ -724,9 +724,9 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
         from numtk.sampling._hermite_ou import hermite_solution
 
         if loc is not None:
-            loc = _per_coord(loc, d, "loc")
+            loc = per_coordinate(loc, d, "loc")
         if scale is not None:
-            scale = _per_coord(scale, d, "scale")
+            scale = per_coordinate(scale, d, "scale")
             if np.any(scale <= 0):
                 raise ValueError("`scale` must be positive")
         sol = hermite_solution(target, degree=hermite_degree, loc=loc, scale=scale, hermite_tol=hermite_tol,
@@ -806,12 +806,3 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
                   wall_time=time.perf_counter() - start)
 
 
-def _per_coord(value: Any, d: int, name: str) -> np.ndarray:
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"`{name}` must be a real number or an array of shape ({d},); got a bool")
-    a = as_array(value, name).astype(np.float64)
-    if a.ndim == 0:
-        a = np.full(d, float(a))
-    if a.shape != (d,) or not np.all(np.isfinite(a)):
-        raise ValueError(f"`{name}` must be a finite scalar or have shape ({d},); got shape {a.shape}")
-    return a

@@ -27,7 +27,7 @@ from numpy.typing import ArrayLike
 from scipy import integrate, linalg, optimize, special, stats
 
 from numtk._lib import normalize_rng
-from numtk._lib._validation import as_array, check_finite, check_int, check_real, check_size
+from numtk._lib._validation import as_array, check_finite, check_int, check_real, check_size, per_coordinate
 
 __all__ = [
     "Target",
@@ -585,8 +585,8 @@ class Target:
             raise Unsupported(f"target {self.name!r} has no Hermite tensor train "
                                       "(only diagonal Gaussian mixtures and product targets do)")
         degree = check_int(degree, "degree", minimum=0)
-        loc = self._per_coord(loc, "loc")
-        scale = self._per_coord(scale, "scale")
+        loc = per_coordinate(loc, self.dim, "loc")
+        scale = per_coordinate(scale, self.dim, "scale")
         if np.any(scale <= 0):
             raise ValueError(f"`scale` must be > 0; got {scale}")
         cores = self._hermite_cores(degree, loc, scale)
@@ -594,18 +594,6 @@ class Target:
             raise ValueError("Hermite coefficients overflowed; precondition with `loc` and `scale` "
                              "so that the mass lies within about +-2.5")
         return cores
-
-    def _per_coord(self, value: Any, name: str) -> np.ndarray:
-        if isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"`{name}` must be a real number or an array of shape ({self.dim},); got a bool")
-        arr = as_array(value, name).astype(np.float64)
-        if arr.ndim == 0:
-            arr = np.full(self.dim, float(arr))
-        if arr.shape != (self.dim,):
-            raise ValueError(f"`{name}` must be a scalar or have shape ({self.dim},); got shape {arr.shape}")
-        if not np.isfinite(arr).all():
-            raise ValueError(f"`{name}` must be finite")
-        return arr
 
     def __repr__(self) -> str:
         lz = "None" if self.log_Z is None else f"{self.log_Z:.10g}"

@@ -54,7 +54,9 @@ class Transform:
         return idx
 
     def _check(self, a: ArrayLike, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """``a`` as a finite float64 (n, d) array, and the coordinates the transform acts on."""
         a = as_array(a, name, ndim=2).astype(np.float64, copy=False)
+        check_finite(a, name)
         return a, self._select(a.shape[1])
 
     def forward(self, u: ArrayLike) -> np.ndarray:
@@ -63,7 +65,6 @@ class Transform:
         ValueError where ``T(u)`` overflows (``|u|`` beyond about 710 for ``sinh`` and ``exp``).
         """
         u, k = self._check(u, "u")
-        check_finite(u, "u")
         x = self._forward(u, k)
         if not np.all(np.isfinite(x)):
             raise ValueError("`u` has entries where T(u) overflows (|u| beyond about 710 for sinh and exp)")
@@ -83,7 +84,6 @@ class Transform:
         ValueError where ``x`` is outside the range of ``T`` (``x <= 0`` for :class:`ExpTransform`).
         """
         x, k = self._check(x, "x")
-        check_finite(x, "x")
         u = self._inverse(x, k)
         if not np.all(np.isfinite(u)):
             raise ValueError("`x` has entries outside the range of the transform (x <= 0 for ExpTransform)")
@@ -100,7 +100,6 @@ class Transform:
     def log_abs_det_jacobian(self, u: ArrayLike) -> np.ndarray:
         """``log |det dT/du|`` per row, shape ``(n,)``, for finite ``u``."""
         u, k = self._check(u, "u")
-        check_finite(u, "u")
         return np.sum(self._log_df(u[:, k], k), axis=1)
 
     def _jacobian_terms(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
