@@ -3,6 +3,7 @@
 import importlib
 import inspect
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -83,8 +84,8 @@ def _area_modules():
     """(area, path, tree) of every module of numtk's areas (numtk/_lib and the package root aside)."""
     import ast
 
-    for path in sorted((ROOT / "numtk").rglob("*.py")):
-        rel = path.relative_to(ROOT / "numtk").parts
+    for path in sorted((ROOT / "src" / "numtk").rglob("*.py")):
+        rel = path.relative_to(ROOT / "src" / "numtk").parts
         if len(rel) < 2 or rel[0].startswith("_"):
             continue
         yield rel[0], path, ast.parse(path.read_text(encoding="utf-8"))
@@ -150,8 +151,8 @@ def test_no_import_cycles_between_modules():
     import ast
 
     graph: dict[str, set[str]] = {}
-    for path in sorted((ROOT / "numtk").rglob("*.py")):
-        mod = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+    for path in sorted((ROOT / "src" / "numtk").rglob("*.py")):
+        mod = ".".join(path.relative_to(ROOT / "src").with_suffix("").parts).removesuffix(".__init__")
         deps = graph.setdefault(mod, set())
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("numtk"):
@@ -188,3 +189,21 @@ def test_the_package_does_not_import_its_command_line():
 def test_the_package_docstring_lists_every_area():
     for area in numtk.submodules:
         assert re.search(rf"``numtk\.{area}``\s+\S", numtk.__doc__), f"numtk.{area} missing from numtk's docstring"
+
+
+def test_an_unbuilt_source_tree_gives_a_clear_error(tmp_path):
+    # The sources live in src/numtk so that `python -m numtk` run from the clone's root imports the
+    # installed copy; importing the unbuilt tree itself must say how to build it, not fail obscurely.
+    shutil.copytree(ROOT / "src" / "numtk", tmp_path / "numtk",
+                    ignore=shutil.ignore_patterns("*.so", "_version.py", "__pycache__"))
+    # -S: no site hooks (an editable install's import finder would otherwise answer first).
+    proc = subprocess.run([sys.executable, "-S", "-c", "import numtk"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "ImportError" in proc.stderr and "is not built" in proc.stderr
+    assert "pip install" in proc.stderr
+
+
+def test_the_clone_root_holds_no_package_folder():
+    # `python -m numtk tour` from the root (the README's first command) must not find sources there.
+    assert not (ROOT / "numtk").exists() or not (ROOT / "pyproject.toml").is_file()

@@ -18,36 +18,12 @@ imports no optional dependency.
 from __future__ import annotations
 
 import importlib
-import sys
 from typing import Any
 
 # Areas that exist (later areas add themselves here as they land).
 submodules = ["stats", "seriation", "counterfactual", "games", "ftt", "sampling", "datasets"]
 
 __all__ = submodules + ["__version__", "show_config"]
-
-
-def _installed_copy():
-    """Return the installed numtk when this file was imported from an unbuilt source checkout.
-
-    ``python -m numtk`` run inside the checkout puts the checkout first on sys.path, where the
-    compiled modules and the generated ``_version.py`` do not exist. Rather than fail, import the copy
-    that ``pip install .`` placed in site-packages, and say clearly what to do when there is none.
-    """
-    import os
-
-    checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != checkout]
-    for name in [m for m in sys.modules if m == "numtk" or m.startswith("numtk.")]:
-        del sys.modules[name]
-    try:
-        return importlib.import_module("numtk")
-    except ImportError:
-        raise ImportError(
-            "numtk is imported from its source checkout, which is not built, and no installed copy "
-            "was found. Install it with `pip install .` (or, for development, "
-            "`pip install -e . --no-build-isolation`)."
-        ) from None
 
 
 def __getattr__(name: str) -> Any:
@@ -70,5 +46,8 @@ def show_config() -> None:
 try:
     from numtk._version import version as __version__
 except ImportError:
-    # The import statement that loaded this file now receives the installed module instead.
-    sys.modules[__name__] = _installed_copy()
+    raise ImportError(
+        "numtk was imported from a source tree that is not built (no numtk/_version.py). Install it "
+        "with `python -m pip install .`, or for development `python -m pip install -e . "
+        "--no-build-isolation`, and import it from there."
+    ) from None
