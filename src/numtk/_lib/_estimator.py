@@ -19,7 +19,27 @@ class NotFittedError(ValueError, AttributeError):
 
 
 class Estimator:
-    """Base class: parameters are the keyword arguments of ``__init__``."""
+    """Base class: parameters are the keyword arguments of ``__init__``.
+
+    Subclasses set ``_estimator_kind`` to ``"regressor"`` or ``"transformer"`` (or leave it None)
+    and extend :meth:`__sklearn_tags__` where scikit-learn's defaults do not describe them.
+    """
+
+    _estimator_kind: str | None = None
+
+    def __sklearn_tags__(self):
+        """scikit-learn's estimator tags (required by scikit-learn >= 1.6; imported lazily)."""
+        from sklearn.utils import InputTags, RegressorTags, Tags, TargetTags, TransformerTags
+
+        kind = self._estimator_kind
+        return Tags(
+            estimator_type=kind,
+            target_tags=TargetTags(required=kind == "regressor"),
+            transformer_tags=TransformerTags() if kind == "transformer" else None,
+            regressor_tags=RegressorTags() if kind == "regressor" else None,
+            classifier_tags=None,
+            input_tags=InputTags(),
+        )
 
     @classmethod
     def _param_names(cls) -> list[str]:
