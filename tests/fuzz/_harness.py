@@ -56,6 +56,8 @@ INVALID: dict[str, list[str]] = {
                 "np.array(['a', 'b', 'c'])", "[[1.0, 2.0], [3.0]]", "object()"],
     "array2d": ["np.full((6, 3), np.nan)", "np.full((6, 3), np.inf)", "np.ones(6)", "np.ones((2, 3, 4))",
                 "np.ones((6, 3), complex)", "np.array([['a', 'b']] * 3)", "[[1.0, 2.0], [3.0]]", "object()"],
+    "path": ["5", "object()"],
+    "any": [],  # declared as accepting anything: nothing to break
 }
 EDGE: dict[str, list[str]] = {
     "int>=0": ["0"],
@@ -84,13 +86,39 @@ class Case:
     positional: dict[str, int] = field(default_factory=dict)  # parameter -> index in args
     skip: dict[str, tuple[str, ...]] = field(default_factory=dict)  # parameter -> expressions not to try
     timeout: float = 30.0
+    # Whether the callable's declared constraints (numtk._lib._constraints) are fuzzed by this case
+    # as well as ``params``; None: yes for the first case of each callable (test_fuzz._load sets it).
+    declared: bool | None = None
+
+
+def base_name(case_name: str) -> str:
+    """``numtk.games.psro[kuhn]`` -> ``numtk.games.psro``."""
+    return case_name.split("[")[0]
+
+
+def declared_params(case: Case) -> dict[str, tuple[str, ...]]:
+    """The declared constraints of the case's callable (parameters and ``options.<key>`` entries)."""
+    from numtk._lib._constraints import declared_constraints
+
+    func, _, _ = case.make()
+    return dict(declared_constraints(func))
+
+
+def params_of(case: Case) -> dict[str, tuple[str, ...]]:
+    """The case's parameters and categories: the declared ones (when ``case.declared``), then the
+    case's own ``params``, which take precedence (a method variant may narrow a category)."""
+    out: dict[str, tuple[str, ...]] = {}
+    if case.declared:
+        out.update(declared_params(case))
+    for p, cats in case.params.items():
+        out[p] = (cats,) if isinstance(cats, str) else tuple(cats)
+    return out
 
 
 def calls_of(case: Case) -> list[tuple[str, str, str]]:
     """Every (parameter, expression, 'invalid' | 'edge') of the case's catalogue."""
     out = []
-    for p, cats in case.params.items():
-        cats = (cats,) if isinstance(cats, str) else cats
+    for p, cats in params_of(case).items():
         seen = set()
         for cat in cats:
             for kind, table in (("invalid", INVALID), ("edge", EDGE)):
@@ -134,7 +162,10 @@ def _classify(case: Case, param: str, expr: str, kind: str) -> tuple[str, str]:
     func, args, kwargs = case.make()
     value = eval(expr, {"np": np, "inf": float("inf"), "nan": float("nan")})
     args = list(args)
-    if param in case.positional:
+    if param.startswith("options."):  # a key of the options= mapping
+        param = param.removeprefix("options.")
+        kwargs = {**kwargs, "options": {**(kwargs.get("options") or {}), param: value}}
+    elif param in case.positional:
         args[case.positional[param]] = value
     else:
         kwargs = {**kwargs, param: value}

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _harness import BAD_OUTCOMES, calls_of, failures, report, run_case  # noqa: E402
+from _harness import (BAD_OUTCOMES, INVALID, EDGE, base_name, calls_of, failures, params_of,  # noqa: E402
+                      report, run_case)
 
 MODULES = sorted(p.stem for p in HERE.glob("cases_*.py"))
 
@@ -22,6 +23,11 @@ def _load(module):
     spec = importlib.util.spec_from_file_location(f"fuzz_{module}", HERE / f"{module}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    seen = set()
+    for name, case in mod.CASES.items():  # the first case of each callable fuzzes its declaration
+        if case.declared is None:
+            case.declared = base_name(name) not in seen
+        seen.add(base_name(name))
     return mod.CASES
 
 
@@ -52,8 +58,7 @@ def _numeric_calls():
     out = []
     for module, name in ALL:
         case = _load(module)[name]
-        for p, cats in case.params.items():
-            cats = (cats,) if isinstance(cats, str) else cats
+        for p, cats in params_of(case).items():
             for cat in cats:
                 if cat in _NUMERIC:
                     out.append((module, name, p, cat))
@@ -94,3 +99,87 @@ def test_every_public_callable_has_a_case():
                 missing.append(full)
     assert not missing, f"public callables without a fuzz case in tests/fuzz/cases_<area>.py: {missing}"
     assert all(calls_of(_load(m)[n]) for m, n in ALL)
+
+
+# --------------------------------------------------------------------------------------------------
+# Constraints as data: every public callable declares its parameters (numtk._lib._constraints), the
+# declarations use the catalogue's vocabulary, and every declaration is fuzzed by some case.
+# --------------------------------------------------------------------------------------------------
+def _public_callables():
+    """name -> object for every public function, class and public method of a class of every area.
+
+    Methods come from the area's own classes (shared bases such as numtk._lib's Estimator are
+    declared and checked where they are defined, not once per subclass)."""
+    import inspect
+
+    import numtk
+
+    out = {}
+    for area in numtk.submodules:
+        mod = importlib.import_module(f"numtk.{area}")
+        for name in mod.__all__:
+            obj = getattr(mod, name)
+            if not callable(obj) or (isinstance(obj, type) and issubclass(obj, (Exception, Warning))):
+                continue
+            out[f"numtk.{area}.{name}"] = obj
+            if not isinstance(obj, type):
+                continue
+            for mname in dir(obj):
+                if mname.startswith("_"):
+                    continue
+                raw = inspect.getattr_static(obj, mname)
+                func = getattr(raw, "__func__", raw)  # classmethod, staticmethod
+                if not inspect.isfunction(func) or not func.__module__.startswith("numtk."):
+                    continue
+                if func.__module__.startswith("numtk._lib"):
+                    continue
+                out[f"numtk.{area}.{name}.{mname}"] = func
+    return out
+
+
+def _declaration(obj):
+    import inspect
+
+    from numtk._lib._constraints import declared_constraints
+
+    decl = dict(declared_constraints(obj))
+    if not decl and not isinstance(obj, type):
+        raw = getattr(obj, "__func__", obj)
+        decl = dict(declared_constraints(raw))
+    sig = inspect.signature(obj)
+    named = [p.name for p in sig.parameters.values()
+             if p.name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    return decl, named
+
+
+def test_the_constraint_vocabulary_is_the_catalogue():
+    from numtk._lib._constraints import CATEGORIES
+
+    assert set(INVALID) == set(CATEGORIES)
+    assert set(EDGE) <= set(CATEGORIES)
+    assert all(INVALID[c] for c in CATEGORIES if c != "any"), "every category but 'any' has invalid values"
+
+
+def test_every_public_callable_declares_its_parameters():
+    problems = []
+    for name, obj in _public_callables().items():
+        decl, named = _declaration(obj)
+        missing = [p for p in named if p not in decl]
+        extra = [p for p in decl if p not in named and not p.startswith("options.")]
+        if missing or extra:
+            problems.append(f"{name}: undeclared {missing}, declared but not parameters {extra}")
+    assert not problems, "declare with numtk._lib._constraints.constraints:\n" + "\n".join(problems)
+
+
+def test_every_declaration_is_fuzzed():
+    fuzzed = set()
+    for module, name in ALL:
+        case = _load(module)[name]
+        func = case.make()[0]
+        fuzzed.add(id(getattr(func, "__func__", func)))
+    unfuzzed = []
+    for name, obj in _public_callables().items():
+        decl, _ = _declaration(obj)
+        if any(cats != ("any",) for cats in decl.values()) and id(obj) not in fuzzed:
+            unfuzzed.append(name)
+    assert not unfuzzed, f"declared callables without a fuzz case in tests/fuzz/cases_<area>.py: {unfuzzed}"
