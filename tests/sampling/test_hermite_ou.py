@@ -395,9 +395,9 @@ def test_validation_errors():
 
 
 # --------------------------------------------------------------------------------------------------
-# through the real targets (numtk.sampling._targets)
+# through the real targets (numtk.sampling's target families)
 
-targets = pytest.importorskip("numtk.sampling._targets")
+targets = pytest.importorskip("numtk.sampling")
 
 
 def test_hermite_solution_log_Z_real_targets():

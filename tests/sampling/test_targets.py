@@ -8,9 +8,8 @@ import pytest
 from reference import sampling_targets as ref
 from scipy import stats
 
-from numtk.sampling._targets import (Target, as_target, double_well, funnel, gaussian, gaussian_mixture,
-                                     many_well)
-from numtk.sampling._targets import _double_well_factor, _many_well_factor
+from numtk.sampling import Target, as_target, double_well, funnel, gaussian, gaussian_mixture, many_well
+from numtk.sampling._product_targets import _double_well_factor, _many_well_factor
 
 MW = lambda y: -y**4 + 6 * y**2 + 0.5 * y  # noqa: E731
 DW4 = lambda y: -(y**2 - 4.0) ** 2  # noqa: E731
@@ -229,7 +228,7 @@ def test_bounds_hold_mass():
 # Hermite coefficient trains
 
 def test_hermite_gaussian_moments_vs_gauss_hermite():
-    from numtk.sampling._targets import _hermite_gaussian_moments
+    from numtk.sampling._target_numerics import _hermite_gaussian_moments
     for mu, var in ((0.3, 0.5), (-1.2, 1.7), (2.0, 1.0)):
         mom = _hermite_gaussian_moments(mu, var, 12)
         np.testing.assert_allclose(mom, [ref.hermite_moment_gh(mu, var, k) for k in range(13)],

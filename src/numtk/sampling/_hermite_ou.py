@@ -600,7 +600,7 @@ def hermite_solution(target: Any, *, degree: int = 120, loc: Any = None, scale: 
     Examples
     --------
     >>> import numpy as np
-    >>> from numtk.sampling._targets import gaussian
+    >>> from numtk.sampling import gaussian
     >>> from numtk.sampling._hermite_ou import hermite_solution
     >>> tgt = gaussian([1.0], [[0.5]])
     >>> sol = hermite_solution(tgt, degree=60)

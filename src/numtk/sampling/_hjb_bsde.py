@@ -652,7 +652,7 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
     >>> abs(sol.log_Z_value - target.log_Z) < 0.2   # the value estimator's O(dt) bias; see ScoreBasedSampler
     True
     """
-    from numtk.sampling._targets import as_target
+    from numtk.sampling._target import as_target
 
     start = time.perf_counter()
     target = as_target(target)

@@ -134,7 +134,7 @@ class ScoreBasedSampler:
 
     def __init__(self, target: Any, *, solver: str = "auto", integrator: str = "ou-exponential",
                  transform: Any = None, **solve_hjb_kwargs: Any) -> None:
-        from numtk.sampling._targets import Target
+        from numtk.sampling._target import Target
         from numtk.sampling._transforms import Transform
 
         if not isinstance(target, Target) and not callable(target):
@@ -152,7 +152,7 @@ class ScoreBasedSampler:
     def fit(self) -> "ScoreBasedSampler":
         """Solve the HJB equation; returns ``self``."""
         from numtk.sampling._hjb_bsde import _Preconditioned, solve_hjb
-        from numtk.sampling._targets import as_target
+        from numtk.sampling._target import as_target
 
         target = as_target(self.target)
         solver = check_option(self.solver, "solver", ("auto", "bsde", "hermite"))

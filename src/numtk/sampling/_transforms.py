@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from numtk._lib._validation import as_array, check_finite, check_int
-from numtk.sampling._targets import Target, as_target
+from numtk.sampling._target import Target, as_target
 
 __all__ = ["Transform", "SinhTransform", "ExpTransform", "transform_target"]
 
