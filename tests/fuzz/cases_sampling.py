@@ -44,6 +44,14 @@ def _log_density():
     return gaussian(np.zeros(3), np.ones(3)).log_density, (np.zeros((2, 3)),), {}
 
 
+def _target_method(name, *args, **kw):
+    def make():
+        from numtk.sampling import gaussian
+
+        return getattr(gaussian(np.zeros(3), np.ones(3)), name), args, kw
+    return make
+
+
 def _target_sample():
     from numtk.sampling import gaussian
 
@@ -81,6 +89,12 @@ def _factory(name, *args, **kw):
 
         return getattr(s, name), args, kw
     return make
+
+
+def _sinh_log_det():
+    from numtk.sampling import SinhTransform
+
+    return SinhTransform(0.5).log_abs_det_jacobian, (np.zeros((6, 3)),), {}
 
 
 def _sinh_forward():
@@ -184,13 +198,26 @@ CASES = {c.name: c for c in [
          # documented: -inf where the density underflows to zero (a Gaussian at 1e308 from its mean)
          skip={"x": ("np.full((6, 3), 1e308)",)}),
     # n = 0 is documented (n >= 0: an empty (0, d) array)
+    Case("numtk.sampling.Target.grad_log_density", _target_method("grad_log_density", np.zeros((2, 3))),
+         {"x": "array2d"}, positional={"x": 0}),
+    Case("numtk.sampling.Target.log_noised_density", _target_method("log_noised_density", np.zeros((2, 3)), 0.5),
+         {"x": "array2d", "tau": "real>=0"}, positional={"x": 0, "tau": 1},
+         skip={"x": ("np.full((6, 3), 1e308)",)}),  # documented: -inf where the density underflows
+    Case("numtk.sampling.Target.noised_score", _target_method("noised_score", np.zeros((2, 3)), 0.5),
+         {"x": "array2d", "tau": "real>=0"}, positional={"x": 0, "tau": 1}),
+    Case("numtk.sampling.Target.V", _target_method("V", np.zeros((2, 3)), 0.5, T=1.0),
+         {"x": "array2d", "t": "real>=0", "T": "real>=0"}, positional={"x": 0, "t": 1},
+         skip={"x": ("np.full((6, 3), 1e308)",)}),
+    Case("numtk.sampling.Target.score", _target_method("score", np.zeros((2, 3)), 0.5, T=1.0),
+         {"x": "array2d", "t": "real>=0", "T": "real>=0"}, positional={"x": 0, "t": 1}),
     Case("numtk.sampling.Target.sample", _target_sample, {"n": "int>=0", "rng": "rng"}, positional={"n": 0}),
     Case("numtk.sampling.as_target", _as_target, {"obj": "callable", "dim": "int>=1"}, positional={"obj": 0}),
     Case("numtk.sampling.gaussian", _gaussian, {"mean": "array1d", "cov": "array1d"},
          positional={"mean": 0, "cov": 1}),
     Case("numtk.sampling.gaussian[cov2d]", _gaussian, {"cov": "array2d"}, positional={"cov": 1}),
     Case("numtk.sampling.gaussian_mixture", _gmm,
-         {"means": "array2d", "covs": ("real>0", "array1d"), "weights": "array1d"}, positional={"means": 0}),
+         {"means": "array2d", "covs": ("real>0", "array1d"), "weights": "array1d"}, positional={"means": 0},
+         skip={"name": ("None",)}),  # None (no preset) is the default, valid with `means` given
     Case("numtk.sampling.gaussian_mixture[preset]", _gmm_preset, {"name": "option", "dim": "int>=1"},
          # None (no preset) is valid, with `means` given; here it is refused for the missing `means`
          ),
@@ -206,6 +233,8 @@ CASES = {c.name: c for c in [
     Case("numtk.sampling.ExpTransform", _factory("ExpTransform"), {"dims": "index"}),
     # the base class: constructing it checks dims like its subclasses (its hooks are abstract)
     Case("numtk.sampling.Transform", _factory("Transform"), {"dims": "index"}),
+    Case("numtk.sampling.SinhTransform.log_abs_det_jacobian", _sinh_log_det, {"u": "array2d"},
+         positional={"u": 0}),
     Case("numtk.sampling.ExpTransform.inverse", _exp_inverse, {"x": "array2d"}, positional={"x": 0}),
     Case("numtk.sampling.transform_target", _transform_target,
          {"target": "callable", "transform": "callable", "dim": "int>=1"},
@@ -241,6 +270,14 @@ CASES = {c.name: c for c in [
          {"cores": "array2d", "loc": "real", "scale": "real>0", "hermite_tol": "prob_open", "T": "real>=0",
           "times": "array1d", "eps": "prob"}, positional={"cores": 0}),
     Case("numtk.sampling.HermiteOUSolution.log_f_and_grad", _hermite_method("log_f_and_grad", np.zeros((4, 3)), 0.5),
+         {"y": "array2d", "tau": "real>=0"}, positional={"y": 0, "tau": 1}),
+    Case("numtk.sampling.HermiteOUSolution.phi", _hermite_method("phi", 0.5), {"tau": "real>=0"},
+         positional={"tau": 0}),
+    Case("numtk.sampling.HermiteOUSolution.W", _hermite_method("W", np.zeros((4, 3)), 0.5),
+         {"y": "array2d", "tau": "real>=0"}, positional={"y": 0, "tau": 1}),
+    Case("numtk.sampling.HermiteOUSolution.grad_W", _hermite_method("grad_W", np.zeros((4, 3)), 0.5),
+         {"y": "array2d", "tau": "real>=0"}, positional={"y": 0, "tau": 1}),
+    Case("numtk.sampling.HermiteOUSolution.score", _hermite_method("score", np.zeros((4, 3)), 0.5),
          {"y": "array2d", "tau": "real>=0"}, positional={"y": 0, "tau": 1}),
     Case("numtk.sampling.HermiteOUSolution.tail_energy", _hermite_method("tail_energy", 0.5),
          {"tau": "real>=0", "degree_frac": "prob", "criterion": "option"}, positional={"tau": 0}),

@@ -7,6 +7,7 @@ import math
 import numpy as np
 from scipy import optimize, special, stats
 
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_real
 from numtk.sampling._target import Target, check_dim
 from numtk.sampling._target_numerics import (_BOX_MASS_TAIL, _KERNEL_HALF_WIDTH, _LOG_2PI, _chunks, _gauss_legendre,
@@ -130,6 +131,7 @@ class _FunnelTarget(Target):
         return out
 
 
+@constraints(d="int>=2", sigma="real>0")
 def funnel(d: int = 10, sigma: float = 3.0) -> Target:
     r"""Neal's funnel: :math:`x_0 \sim N(0, \sigma^2)`, :math:`x_i \mid x_0 \sim N(0, e^{x_0})`, i = 1..d-1.
 

@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import linalg, special
 
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_finite
 from numtk.sampling._target import Target, check_dim
 from numtk.sampling._target_numerics import _LOG_2PI, _box_z, _chunks, _hermite_gaussian_moments, _ou_coefficients
@@ -69,7 +70,7 @@ class _MixtureTarget(Target):
                 g = diff / cov[None]
                 logt = logc - 0.5 * np.sum(diff * g, axis=2)
                 if score:
-                    r = special.softmax(logt, axis=1)
+                    r = _responsibilities(logt)
                     out[sl] = -np.einsum("nk,nkd->nd", r, g)
                 else:
                     out[sl] = special.logsumexp(logt, axis=1)
@@ -87,7 +88,7 @@ class _MixtureTarget(Target):
                 if score:
                     g[:, k, :] = linalg.solve_triangular(cov[k].T, sol, lower=False).T
             if score:
-                out[sl] = -np.einsum("nk,nkd->nd", special.softmax(logt, axis=1), g)
+                out[sl] = -np.einsum("nk,nkd->nd", _responsibilities(logt), g)
             else:
                 out[sl] = special.logsumexp(logt, axis=1)
         return out
@@ -132,6 +133,14 @@ class _MixtureTarget(Target):
         return cores
 
 
+def _responsibilities(logt: np.ndarray) -> np.ndarray:
+    """Softmax over the components (axis 1). One component has responsibility 1 everywhere, also where its
+    term underflows to -inf (a point ~1e154 from the mean), so a Gaussian's score stays finite there."""
+    if logt.shape[1] == 1:
+        return np.ones_like(logt)
+    return special.softmax(logt, axis=1)
+
+
 def _check_cov(cov, d):
     """A scalar, (d,) diagonal or (d, d) SPD covariance as (d,) variances or a (d, d) matrix."""
     c = as_array(cov, "cov")
@@ -160,6 +169,7 @@ def _check_cov(cov, d):
     return c
 
 
+@constraints(mean="array1d", cov=("real>0", "array1d", "array2d"))
 def gaussian(mean: ArrayLike, cov: ArrayLike) -> Target:
     r"""Unnormalised Gaussian :math:`\rho(x) = \exp(-\tfrac12 (x - m)^T \Sigma^{-1} (x - m))`.
 
@@ -226,6 +236,7 @@ def _grid_product(points, var, name):
                           factors=[fac, fac], params={"means": means, "covs": covs, "weights": np.exp(logw)})
 
 
+@constraints(means="array2d", covs=("real>0", "array1d"), weights="array1d", name="option", dim="int>=1")
 def gaussian_mixture(means: ArrayLike | None = None, covs: ArrayLike | None = None,
                      weights: ArrayLike | None = None, *, name: str | None = None, dim: int = 2) -> Target:
     r"""Gaussian mixture :math:`\rho(x) = \sum_k w_k N(x; m_k, \Sigma_k)`, with ``log_Z = log Σ w_k``.
@@ -253,7 +264,7 @@ def gaussian_mixture(means: ArrayLike | None = None, covs: ArrayLike | None = No
 
         All presets are normalised (``log_Z = 0``).
     dim : int, default 2
-        Dimension of a preset (only 2 is defined); ignored when ``means`` is given.
+        Dimension of a preset (only 2 is defined); checked, but not used, when ``means`` is given.
 
     Returns
     -------
@@ -282,12 +293,13 @@ def gaussian_mixture(means: ArrayLike | None = None, covs: ArrayLike | None = No
     >>> mix.sample(4, rng=1).shape
     (4, 1)
     """
+    dim = check_dim(dim, "dim")  # checked whether or not a preset uses it
     if name is not None:
         if name not in _PRESETS:
             raise ValueError(f"`name` must be one of {', '.join(map(repr, _PRESETS))} or None; got {name!r}")
         if any(v is not None for v in (means, covs, weights)):
             raise ValueError("`means`, `covs` and `weights` must be None when a preset `name` is given")
-        if check_dim(dim, "dim") != 2:
+        if dim != 2:
             raise ValueError(f"preset {name!r} is defined for dim=2 only; got dim={dim}")
         if name == "25gmm":
             return _grid_product([-10.0, -5.0, 0.0, 5.0, 10.0], 0.3, "25gmm")

@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_finite, check_int, check_option, check_real, per_coordinate
 from numtk.ftt import FunctionalTT
 
@@ -39,6 +40,8 @@ def _check_tau(tau: Any) -> float:
     return check_real(tau, "tau", low=0.0)
 
 
+@constraints(cores="array2d", loc="real", scale="real>0", times="array1d", T="real>=0", hermite_tol="prob_open",
+             eps="prob")
 class HermiteOUSolution:
     r"""Exact Cole-Hopf/OU propagation of :math:`f_\tau = \tilde\rho_\tau/\gamma` in preconditioned coordinates.
 
@@ -209,6 +212,7 @@ class HermiteOUSolution:
         self._cache = (tau, ftt)
         return ftt
 
+    @constraints(tau="real>=0", coordinates="option")
     def phi(self, tau: float, *, coordinates: str = "y") -> FunctionalTT:
         r"""The propagated :math:`f_\tau = \tilde\rho_\tau / \gamma` as a Hermite FunctionalTT.
 
@@ -255,6 +259,7 @@ class HermiteOUSolution:
             raise ValueError(f"`y` must have shape (M, {self.dim}); got shape {y.shape}")
         return y
 
+    @constraints(y="array2d", tau="real>=0")
     def log_f_and_grad(self, y: Any, tau: float) -> tuple[np.ndarray, np.ndarray, int]:
         r"""``W = log f_tau(y)`` and ``grad W = grad f / f`` with the positivity fallback.
 
@@ -314,6 +319,7 @@ class HermiteOUSolution:
         self.n_fallback += n_bad
         return logf, grad, n_bad
 
+    @constraints(y="array2d", tau="real>=0")
     def W(self, y: Any, tau: float) -> np.ndarray:
         r"""``W = log f_tau(y) = log(rho_tau / gamma)(y)`` in y-coordinates (with the fallback floor).
 
@@ -338,6 +344,7 @@ class HermiteOUSolution:
         """
         return self.log_f_and_grad(y, tau)[0]
 
+    @constraints(y="array2d", tau="real>=0")
     def grad_W(self, y: Any, tau: float) -> np.ndarray:
         r"""``grad W = grad f_tau / f_tau`` in y-coordinates (0 at fallback points).
 
@@ -362,6 +369,7 @@ class HermiteOUSolution:
         """
         return self.log_f_and_grad(y, tau)[1]
 
+    @constraints(y="array2d", tau="real>=0")
     def score(self, y: Any, tau: float) -> np.ndarray:
         r"""Score of the noised preconditioned target, ``grad log rho_tau(y) = grad W - y`` (y-coordinates).
 
@@ -435,6 +443,7 @@ class HermiteOUSolution:
         self._energies = E / E[0]     # E[0] = a_0^2 (up to the scaling) > 0, checked in __init__
         return self._energies.copy()
 
+    @constraints(tau="real>=0", degree_frac="prob", criterion="option")
     def tail_energy(self, tau: Any, degree_frac: float = 0.9, *, criterion: str = "total") -> np.ndarray:
         r"""Relative tail energy of :math:`f_\tau` beyond ``degree_frac`` of the degree.
 
@@ -514,6 +523,7 @@ class HermiteOUSolution:
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(tot > 0, b / tot, 1.0)
 
+    @constraints(degree_frac="prob", criterion="option", grid="array1d")
     def tau_min(self, degree_frac: float = 0.9, *, criterion: str = "total", grid: Any = None) -> float:
         r"""Smallest grid noising time from which on the truncated series is trusted.
 
@@ -562,6 +572,8 @@ class HermiteOUSolution:
         return float(g[bad[-1] + 1])
 
 
+@constraints(target="callable", degree="int>=0", loc="real", scale="real>0", hermite_tol="prob_open",
+             times="array1d", T="real>=0", eps="prob")
 def hermite_solution(target: Any, *, degree: int = 120, loc: Any = None, scale: Any = None,
                      hermite_tol: float = 1e-10, times: Any = None, T: Any = None,
                      eps: float = 1e-12) -> HermiteOUSolution:

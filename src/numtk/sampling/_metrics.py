@@ -14,6 +14,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import cdist, pdist
 
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_bool, check_finite, check_int, check_option, check_real
 from numtk._lib._warnings import NumtkWarning
 from numtk._lib._workers import n_threads
@@ -93,6 +94,7 @@ def _median_cost(X: np.ndarray, Y: np.ndarray, cost: str) -> float:
     return med if med > 0 else float(C.mean())
 
 
+@constraints(estimate="real", reference="real")
 def log_Z_error(estimate: Any, reference: Any) -> float:
     """Absolute error of a log-normalising-constant estimate.
 
@@ -124,6 +126,7 @@ def log_Z_error(estimate: Any, reference: Any) -> float:
     return float(abs(float(value) - ref))
 
 
+@constraints(X="array2d", Y="array2d")
 def w2(X: Any, Y: Any) -> float:
     """Exact 2-Wasserstein distance between two equal-size uniform empirical measures.
 
@@ -186,6 +189,8 @@ def _solve(X, Y, a, b, eps, cost, max_iter, tol, threads):
     return res
 
 
+@constraints(X="array2d", Y="array2d", epsilon="real>0", relative_epsilon="bool", cost="option",
+             debiased="bool", a="array1d", b="array1d", max_iter="count", tol="real>=0", workers="workers")
 def sinkhorn_distance(X: Any, Y: Any, *, epsilon: float = 0.05, relative_epsilon: bool = True,
                       cost: str = "sqeuclidean", debiased: bool = True, a: Any = None, b: Any = None,
                       max_iter: int = 1000, tol: float = 1e-9, workers: int = 1) -> float:
@@ -328,6 +333,7 @@ def _median_distance(X: np.ndarray, Y: np.ndarray) -> float:
     return mean if mean > 0 else 1.0
 
 
+@constraints(X="array2d", Y="array2d", kernel="option", bandwidth="real>0", unbiased="bool", workers="workers")
 def mmd(X: Any, Y: Any, *, kernel: str = "rbf", bandwidth: Any = "median", unbiased: bool = True,
         workers: int = 1) -> float:
     r"""Squared maximum mean discrepancy between two samples.

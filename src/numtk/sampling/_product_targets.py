@@ -13,6 +13,7 @@ import math
 import numpy as np
 from scipy import integrate, optimize, special, stats
 
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_int, check_real
 from numtk.sampling._target import Target, check_dim
 from numtk.sampling._target_numerics import (_BOX_MASS_TAIL, _KERNEL_HALF_WIDTH, _LOG_2PI, _chunks, _gauss_legendre,
@@ -284,6 +285,7 @@ class _ProductTarget(Target):
 _MANY_WELL_Z = 11784.509265127823
 
 
+@constraints(d="int>=2")
 def many_well(d: int = 32) -> Target:
     r"""Many-well target: d/2 independent pairs of a quartic double well and a Gaussian coordinate.
 
@@ -336,6 +338,7 @@ def many_well(d: int = 32) -> Target:
     return _ProductTarget([q if i % 2 == 0 else g for i in range(d)], name="many_well", params={"d": d})
 
 
+@constraints(d="int>=1", m="int>=0", delta="real>0")
 def double_well(d: int = 5, m: int = 5, delta: float = 4.0) -> Target:
     r"""Double-well target (sde_sampler's ``MultiWell``): m quartic wells and d - m Gaussian coordinates.
 

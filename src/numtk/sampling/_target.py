@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from numtk._lib import normalize_rng
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_finite, check_int, check_real, check_size, per_coordinate
 
 __all__ = ["Target", "Unsupported", "as_target", "check_dim"]
@@ -62,6 +63,7 @@ def _check_bounds(bounds: Any, dim: int) -> np.ndarray:
 # ---------------------------------------------------------------------------------------------------------
 # the Target class
 
+@constraints(dim="int>=1", name="any", log_Z="real", bounds="array2d", product_groups="any", params="any")
 class Target:
     r"""An unnormalised target density :math:`\rho` on :math:`\mathbb{R}^d` for the score-based sampler.
 
@@ -140,6 +142,8 @@ class Target:
 
     # -- construction from callables ---------------------------------------------------------------------
     @classmethod
+    @constraints(log_density="callable", dim="int>=1", grad_log_density="callable", log_Z="real",
+                 bounds="array2d", jit="bool", name="any")
     def from_callable(cls, log_density: Callable, dim: int, *, grad_log_density: Callable | None = None,
                       log_Z: float | None = None, bounds: ArrayLike | None = None, jit: bool = False,
                       name: str | None = None) -> "Target":
@@ -219,6 +223,7 @@ class Target:
         """A ``(d, 2)`` box holding mass at least ``1 - 1e-6`` (a copy), or ``None`` if unknown."""
         return None if self._bounds is None else self._bounds.copy()
 
+    @constraints(x="array2d")
     def log_density(self, x: ArrayLike) -> np.ndarray:
         r"""Unnormalised :math:`\log \rho(x)`: shape ``(n,)`` for finite ``x`` of shape ``(n, d)``.
 
@@ -228,15 +233,18 @@ class Target:
         x, single = self._check_x(x)
         return self._out(self._logp(x), single)
 
+    @constraints(x="array2d")
     def grad_log_density(self, x: ArrayLike) -> np.ndarray:
         r""":math:`\nabla \log \rho(x)`, shape ``(n, d)``; :class:`Unsupported` (a TypeError and
-        NotImplementedError) if ``has_grad`` is False."""
+        NotImplementedError) if ``has_grad`` is False. A mixture of several components gives NaN where
+        every component's density underflows to zero (its responsibilities are undefined there)."""
         if not self.has_grad:
             raise Unsupported(f"target {self.name!r} has no gradient of its log-density")
         x, single = self._check_x(x)
         return self._out(self._grad(x), single)
 
-    def sample(self, n: int, rng: Any = None) -> np.ndarray:
+    @constraints(n="int>=0", rng="rng")
+    def sample(self, n: int, *, rng: Any = None) -> np.ndarray:
         """``n`` exact samples, shape ``(n, d)``; :class:`Unsupported` (a TypeError and NotImplementedError)
         if ``can_sample`` is False. ``n`` is refused beyond the memory available.
 
@@ -254,6 +262,7 @@ class Target:
         check_size(n, 8 * self.dim * 4 + 64, "n")
         return self._sample(n, normalize_rng(rng))
 
+    @constraints(x="array2d", tau="real>=0")
     def log_noised_density(self, x: ArrayLike, tau: float) -> np.ndarray:
         r"""Exact :math:`\log \rho_\tau(x)` of the OU-noised target (mass Z), shape ``(n,)``.
 
@@ -265,6 +274,7 @@ class Target:
         x, single = self._check_x(x)
         return self._out(self._noised(x, tau, False), single)
 
+    @constraints(x="array2d", tau="real>=0")
     def noised_score(self, x: ArrayLike, tau: float) -> np.ndarray:
         r"""Exact :math:`\nabla \log \rho_\tau(x)`, shape ``(n, d)``, for ``tau >= 0``."""
         if not self.has_exact_noised:
@@ -284,10 +294,12 @@ class Target:
             tau = 0.0
         return tau
 
+    @constraints(x="array2d", t="real>=0", T="real>=0")
     def V(self, x: ArrayLike, t: float, *, T: float) -> np.ndarray:
         r"""Exact value function :math:`V(x, t) = \log \rho_{T - t}(x)` (sampler time ``0 <= t <= T``)."""
         return self.log_noised_density(x, self._tau_of(t, T))
 
+    @constraints(x="array2d", t="real>=0", T="real>=0")
     def score(self, x: ArrayLike, t: float, *, T: float) -> np.ndarray:
         r"""Exact :math:`\nabla V(x, t) = \nabla \log \rho_{T - t}(x)`, shape ``(n, d)``."""
         return self.noised_score(x, self._tau_of(t, T))
@@ -404,6 +416,7 @@ class _CallableTarget(Target):
         return self._call(self._g, x, x.shape, "grad_log_density")
 
 
+@constraints(obj="callable", dim="int>=1")
 def as_target(obj: Any, dim: int | None = None) -> Target:
     """Return ``obj`` if it is a :class:`Target`, else wrap a log-density callable with ``from_callable``.
 

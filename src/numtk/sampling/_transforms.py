@@ -18,12 +18,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_finite, check_int
 from numtk.sampling._target import Target, as_target
 
 __all__ = ["Transform", "SinhTransform", "ExpTransform", "transform_target"]
 
 
+@constraints(dims="index")
 class Transform:
     """An increasing bijection applied to some coordinates, ``x_k = f(u_k)`` for ``k`` in ``dims``.
 
@@ -59,6 +61,7 @@ class Transform:
         check_finite(a, name)
         return a, self._select(a.shape[1])
 
+    @constraints(u="array2d")
     def forward(self, u: ArrayLike) -> np.ndarray:
         """``x = T(u)`` row-wise, for finite ``u`` of shape ``(n, d)``.
 
@@ -78,6 +81,7 @@ class Transform:
             x[:, k] = self._f(x[:, k], k)
         return x
 
+    @constraints(x="array2d")
     def inverse(self, x: ArrayLike) -> np.ndarray:
         """``u = T^{-1}(x)`` row-wise, for finite ``x`` of shape ``(n, d)``.
 
@@ -97,10 +101,18 @@ class Transform:
             u[:, k] = self._f_inv(u[:, k], k)
         return u
 
+    @constraints(u="array2d")
     def log_abs_det_jacobian(self, u: ArrayLike) -> np.ndarray:
-        """``log |det dT/du|`` per row, shape ``(n,)``, for finite ``u``."""
+        """``log |det dT/du|`` per row, shape ``(n,)``, for finite ``u``.
+
+        ValueError where it overflows (``|u|`` near the float maximum for ``sinh`` and ``exp``).
+        """
         u, k = self._check(u, "u")
-        return np.sum(self._log_df(u[:, k], k), axis=1)
+        with np.errstate(over="ignore"):
+            out = np.sum(self._log_df(u[:, k], k), axis=1)
+        if not np.all(np.isfinite(out)):
+            raise ValueError("`u` has entries where log |det T'(u)| overflows")
+        return out
 
     def _jacobian_terms(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(k, f'(u_k), f''(u_k) / f'(u_k))`` for the transformed columns ``k``."""
@@ -166,6 +178,7 @@ def _positive(value: Any, name: str) -> np.ndarray | float:
     return float(arr) if arr.ndim == 0 else arr
 
 
+@constraints(width=("real>0", "array1d"), loc=("real", "array1d"), dims="index")
 class SinhTransform(Transform):
     """``x = loc + width * sinh(u)``: linear within ``|x - loc| < width``, logarithmic beyond.
 
@@ -228,6 +241,7 @@ class SinhTransform(Transform):
         return f"SinhTransform(width={self.width!r}, loc={self.loc!r}, dims={self.dims!r})"
 
 
+@constraints(dims="index")
 class ExpTransform(Transform):
     """``x = exp(u)``: positive coordinates sampled through their logarithm.
 
@@ -308,9 +322,10 @@ class _TransformedTarget(Target):
         return g
 
     def _sample(self, n, rng):
-        return self.transform._inverse(self.base.sample(n, rng))
+        return self.transform._inverse(self.base.sample(n, rng=rng))
 
 
+@constraints(target="callable", transform="callable", dim="int>=1")
 def transform_target(target: Any, transform: Transform, dim: int | None = None) -> Target:
     """The target in the coordinates ``u`` of a bijection ``x = T(u)``.
 
