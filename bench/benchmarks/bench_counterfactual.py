@@ -1,4 +1,5 @@
-"""asv benchmarks of numtk.counterfactual: group maps against cvxpy and DAQP on the identical problem."""
+"""asv benchmarks of numtk.counterfactual: group maps against cvxpy and DAQP on the identical problem, and
+the group maps on the demonstration's problems (the library's catalogue, numtk.counterfactual.protocol_problems)."""
 
 from benchmarks._counterfactual import cvxpy_reduced, daqp_reduced, make_group, numtk_map
 
@@ -66,3 +67,32 @@ class PsdPath:
 
         for K in self.Ks:
             GroupCounterfactualMap("psd", distortion=K).fit(self.X, (self.w, self.b))
+
+
+class ProtocolGroups:
+    """The demonstration's groups (numtk.counterfactual.protocol_problems, quick settings): one map per
+    group of a dataset, fitted from scratch, and the cross-validated protocol on its first group."""
+
+    params = (["synthetic_2d", "breast_cancer", "adult"], ["translation", "diagonal"])
+    param_names = ["dataset", "family"]
+    timeout = 300
+
+    def setup_cache(self):
+        from numtk.counterfactual import protocol_problems
+
+        res = protocol_problems(quick=True, datasets=("synthetic_2d", "breast_cancer", "adult"))
+        return {p.name: p for p in res.problems}
+
+    def time_fit_every_group(self, problems, dataset, family):
+        from numtk.counterfactual import GroupCounterfactualMap
+
+        p = problems[dataset]
+        for idx, target in zip(p.groups, p.targets):
+            GroupCounterfactualMap(family, distortion=p.distortions[-1], target=target).fit(p.X[idx], p.classifier)
+
+    def time_protocol_first_group(self, problems, dataset, family):
+        from numtk.counterfactual import evaluate_group_maps
+
+        p = problems[dataset]
+        evaluate_group_maps(p.X[p.groups[0]], p.classifier, families=(family,), distortions=p.distortions,
+                            target=p.targets[0], baselines=())

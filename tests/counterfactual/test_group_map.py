@@ -442,13 +442,13 @@ def test_validity_polish_survives_reevaluation():
     """Regression: a member on the active constraint must stay valid however its score is evaluated."""
     pytest.importorskip("sklearn")
     from sklearn.datasets import load_breast_cancer
+    from sklearn.linear_model import LogisticRegression
 
-    from numtk.counterfactual import make_groups
-    from numtk.counterfactual._demo import _logistic, protocol_split
+    from numtk.counterfactual import make_groups, protocol_split
 
     X, y = load_breast_cancer(return_X_y=True)
     Xg, yg, Xt, yt = protocol_split(X, y)
-    clf = _logistic(Xt, yt)
+    clf = LogisticRegression(max_iter=10_000).fit(Xt, yt)
     for members in make_groups(Xg, yg, n_clusters=10, rng=0, labels=[0]).groups:
         for K in (1.5, 5.0):
             m = GroupCounterfactualMap("diagonal", K).fit(Xg[members], clf)

@@ -99,3 +99,19 @@ def pair_ratios(X, Y):
             if dx > 1e-12:
                 out.append(np.linalg.norm(Y[i] - Y[j]) / dx)
     return np.array(out)
+
+
+def zscore_shuffle_split(X, y, seed, fraction):
+    """The protocol's split written out: population z-scores (constant columns centred only), the
+    permutation of numpy.random.default_rng(seed), the first int(fraction * n) rows for the groups."""
+    X = np.asarray(X, dtype=float)
+    Z = np.empty_like(X)
+    for k in range(X.shape[1]):
+        col = X[:, k]
+        mu = sum(col) / len(col)
+        sd = np.sqrt(sum((v - mu) ** 2 for v in col) / len(col))
+        Z[:, k] = (col - mu) / sd if sd > 0 else col - mu
+    perm = np.random.default_rng(seed).permutation(len(X))
+    k = int(fraction * len(X))
+    y = np.asarray(y)
+    return Z[perm][:k], y[perm][:k], Z[perm][k:], y[perm][k:]

@@ -39,6 +39,17 @@ Metrics and groups
    transport_cost    -- mean (or total, squared) displacement of the counterfactuals.
    distortion_ratios -- smallest and largest pairwise distance ratio (geometry preservation).
    make_groups       -- groups of members by clustering each class, as in the paper's protocol.
+
+The paper's protocol
+--------------------
+
+.. autosummary::
+   :toctree: generated/
+
+   evaluate_group_maps -- cross-validated group maps and per-point baselines on one group (step 5).
+   protocol_split      -- z-score, shuffle and split into a group part and a training part.
+   synthetic_2d        -- the paper's two-feature synthetic data.
+   protocol_problems   -- the datasets, classifiers, groups and settings the demonstration runs.
 """
 
 from numtk.counterfactual._baselines import lipschitz_counterfactuals, wachter_counterfactuals
@@ -47,6 +58,7 @@ from numtk.counterfactual._distance_preserving import distance_preserving_counte
 from numtk.counterfactual._group_map import GroupCounterfactualMap
 from numtk.counterfactual._groups import make_groups
 from numtk.counterfactual._metrics import distortion_ratios, transport_cost, validity
+from numtk.counterfactual._protocol import evaluate_group_maps, protocol_problems, protocol_split, synthetic_2d
 
 __all__ = [
     "GroupCounterfactualMap",
@@ -58,4 +70,8 @@ __all__ = [
     "transport_cost",
     "distortion_ratios",
     "make_groups",
+    "evaluate_group_maps",
+    "protocol_split",
+    "synthetic_2d",
+    "protocol_problems",
 ]

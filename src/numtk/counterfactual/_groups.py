@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from numtk._lib._constraints import constraints
 from numtk._lib._result import Result
 from numtk._lib._rng import normalize_rng
 from numtk._lib._validation import as_array, available_memory, check_int, check_option
@@ -46,8 +47,10 @@ def _clusterer(method: str):
     return lambda k, seed: KMedoids(n_clusters=k, random_state=seed)
 
 
-def make_groups(X: Any, y: Any, n_clusters: int = 10, max_size: int | None = 200, rng: Any = None,
-                *, method: str = "kmeans", min_size: int = 1, pad_to: int | None = None,
+@constraints(X="array2d", y="array1d", n_clusters="count", max_size="int>=1", rng="rng", method="option",
+             min_size="int>=1", pad_to="count", labels="array1d")
+def make_groups(X: Any, y: Any, n_clusters: int = 10, max_size: int | None = 200, *, rng: Any = None,
+                method: str = "kmeans", min_size: int = 1, pad_to: int | None = None,
                 labels: Any = None) -> Result:
     """Split the rows of each class into clusters: the groups of a group-counterfactual study.
 
