@@ -471,3 +471,21 @@ def test_lipschitz_pairs_options():
         lipschitz_counterfactuals(X, w, b, lipschitz=0.0)
     with pytest.raises(TypeError, match="`shortcut`"):
         lipschitz_counterfactuals(X, w, b, shortcut="yes")
+
+
+def test_one_result_schema_for_every_route():
+    # closed form and knapsack (Wachter); shortcut and SOCP (Lipschitz): the same fields
+    rng = np.random.default_rng(7)
+    X, w, b = _instance(rng, 8, 3)
+    free = wachter_counterfactuals(X, w, b)
+    boxed = wachter_counterfactuals(X, w, b, bounds=(-10.0, 10.0))
+    assert (free.method, boxed.method) == ("closed_form", "knapsack")
+    assert list(free.keys()) == list(boxed.keys())
+    short = lipschitz_counterfactuals(X, w, b, lipschitz=1.5)
+    assert short.shortcut_used and short.n_iter == 0 and short.success is True
+    assert isinstance(short.message, str) and short.message
+    pytest.importorskip("cvxpy")
+    socp = lipschitz_counterfactuals(X, w, b, lipschitz=1.5, shortcut=False)
+    assert not socp.shortcut_used and socp.success is True and socp.n_iter >= 1
+    assert list(short.keys()) == list(socp.keys())
+    assert socp.status in socp.message

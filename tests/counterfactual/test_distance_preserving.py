@@ -6,6 +6,7 @@ brute-force multi-start (10^3 SLSQP starts) finds the same global optimum; n = 1
 Wachter's point; an already valid group is left alone.
 """
 
+import importlib.util
 import sys
 import types
 
@@ -283,3 +284,23 @@ def test_ipopt_route_through_a_scipy_stand_in(monkeypatch):
     ref = distance_preserving_counterfactuals(X, w, b, distortion=1.3, immutable=[1], n_random_starts=2,
                                               rng=0)
     assert res.cost == pytest.approx(ref.cost, rel=1e-5)
+
+
+def test_one_result_schema_with_scipy_vocabulary():
+    # every route (trivial, Wachter feasible, local solve, the Shor relaxation) has the same fields
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(4, 2))
+    w, b = np.array([1.0, -0.5]), -1.0
+    valid = np.array([[5.0, 0.0], [6.0, 1.0]])  # scores 4 and 4.5, above tau = log 4
+    runs = [distance_preserving_counterfactuals(valid, w, b, distortion=1.5),
+            distance_preserving_counterfactuals(X, w, b, distortion=1e6),
+            distance_preserving_counterfactuals(X, w, b, distortion=1.2, n_random_starts=0)]
+    if importlib.util.find_spec("cvxpy") is not None:
+        runs.append(distance_preserving_counterfactuals(X, w, b, distortion=1.2, method="sdp+local",
+                                                        n_random_starts=0))
+    assert runs[0].status == "trivial" and runs[1].status == "optimal"
+    assert runs[2].status in ("optimal", "local_optimum", "feasible") and runs[2].n_iter >= 1
+    for res in runs:
+        assert list(res.keys()) == list(runs[0].keys())
+        assert res.success is (res.status != "infeasible")
+        assert isinstance(res.message, str) and res.message

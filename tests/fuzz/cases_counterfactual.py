@@ -39,9 +39,24 @@ def _fit():
     from numtk.counterfactual import GroupCounterfactualMap
 
     def fit(X, classifier, sample_weight=None):
-        est = GroupCounterfactualMap("diagonal").fit(X, classifier, sample_weight)
+        est = GroupCounterfactualMap("diagonal").fit(X, classifier, sample_weight=sample_weight)
         return est.A_, est.c_, est.cost_
     return fit, (_X(), (_W, _B)), {}
+
+
+def _fit_path():
+    from numtk.counterfactual import GroupCounterfactualMap
+
+    def fit_path(X, classifier, distortions, sample_weight=None):
+        maps = GroupCounterfactualMap("diagonal").fit_path(X, classifier, distortions, sample_weight=sample_weight)
+        return [(m.A_, m.c_, m.cost_) for m in maps]
+    return fit_path, (_X(), (_W, _B), [1.5, 2.0]), {}
+
+
+def _fit_transform():
+    from numtk.counterfactual import GroupCounterfactualMap
+
+    return GroupCounterfactualMap("diagonal").fit_transform, (_X(), (_W, _B)), {}
 
 
 def _fitted():
@@ -55,6 +70,41 @@ def _transform():
 
 def _score():
     return _fitted().score, (_X(),), {}
+
+
+def _predict_valid():
+    return _fitted().predict_valid, (_X(),), {}
+
+
+# -- the protocol -------------------------------------------------------------------------
+
+def _synthetic():
+    return _cf().synthetic_2d, (50,), {"rng": 0}
+
+
+def _split():
+    return _cf().protocol_split, (_X(), np.array([0, 1] * 6)), {}
+
+
+def _evaluate():
+    # Two QP families, one K, three folds and Wachter's baseline: a valid call of a few milliseconds.
+    # Every row has every field, NaN where it does not apply (documented: the baselines have no
+    # held-out members, a one-member group no folds); the finiteness check reads the fields every
+    # row has: the whole-group fit's validity and cost.
+    from numtk._lib._constraints import declared_constraints
+
+    evaluate = _cf().evaluate_group_maps
+
+    def evaluate_group_maps(*args, **kwargs):
+        return [(r.method, r.n, r.n_folds, r.group_validity, r.group_cost) for r in evaluate(*args, **kwargs)]
+
+    evaluate_group_maps.__numtk_constraints__ = declared_constraints(evaluate)
+    return evaluate_group_maps, (_X(), (_W, _B)), {
+        "families": ("translation", "diagonal"), "distortions": (2.0,), "n_folds": 3, "baselines": ("wachter",)}
+
+
+def _problems():
+    return _cf().protocol_problems, (), {"datasets": ("synthetic_2d",)}
 
 
 # -- per-point baselines --------------------------------------------------------------------
@@ -98,10 +148,12 @@ def _make_groups():
 
 
 _CLS = {"X": "array2d", "w": "array1d", "b": "real", "confidence": "prob_open", "margin": "real",
-        "target": "option", "immutable": "array1d"}
+        "target": "option", "immutable": "array1d", "bounds": "option"}
 _POS = {"X": 0, "w": 1, "b": 2}
-# `target=None` is documented: the positive class (1 for a pair (w, b), classes_[1] for a model)
-_SKIP_TARGET = {"target": ("None",)}
+# `target=None` is documented: the positive class (1 for a pair (w, b), classes_[1] for a model);
+# `bounds=None` too: no bounds
+_SKIP_TARGET = {"target": ("None",), "bounds": ("None",)}
+# The classifier is a fitted binary linear model or a pair (w, b): objects of a documented type
 # A pair of pure numbers is not a solver: `solver_options` must be a dict or None; the catalogue's
 # 'callable' category holds non-dict values (5, 'x') that must be refused naming it.
 _OPTS = ("callable",)
@@ -109,15 +161,24 @@ _OPTS = ("callable",)
 CASES = {c.name: c for c in [
     Case("numtk.counterfactual.GroupCounterfactualMap", _ctor,
          {"family": "option", "distortion": "real>0", "confidence": "prob_open", "target": "option",
-          "margin": "real", "immutable": "array1d", "solver": "option", "solver_options": _OPTS,
-          "covariance_ddof": "real>=0", "covariance_ridge": "real>=0", "tol": "real>=0",
-          "max_iter": "int>=1"},
-         # target=None: documented default; solver=None: documented default ('native' / 'CLARABEL')
-         skip={"target": ("None",), "solver": ("None",)}),
+          "margin": "real", "immutable": "array1d", "bounds": "option", "solver": "option",
+          "solver_options": _OPTS, "covariance_ddof": "real>=0", "covariance_ridge": "real>=0",
+          "tol": "real>=0", "max_iter": "int>=1"},
+         # target=None, bounds=None: documented defaults; solver=None: documented default
+         # ('native' / 'CLARABEL')
+         skip={"target": ("None",), "bounds": ("None",), "solver": ("None",)}),
     Case("numtk.counterfactual.GroupCounterfactualMap.fit", _fit,
-         {"X": "array2d", "classifier": "callable", "sample_weight": "array1d"},
+         {"X": "array2d", "classifier": "option", "sample_weight": "array1d"},
+         positional={"X": 0, "classifier": 1}),
+    Case("numtk.counterfactual.GroupCounterfactualMap.fit_path", _fit_path,
+         {"X": "array2d", "classifier": "option", "distortions": "array1d", "sample_weight": "array1d"},
+         positional={"X": 0, "classifier": 1, "distortions": 2}),
+    Case("numtk.counterfactual.GroupCounterfactualMap.fit_transform", _fit_transform,
+         {"X": "array2d", "classifier": "option", "sample_weight": "array1d"},
          positional={"X": 0, "classifier": 1}),
     Case("numtk.counterfactual.GroupCounterfactualMap.transform", _transform, {"X": "array2d"},
+         positional={"X": 0}),
+    Case("numtk.counterfactual.GroupCounterfactualMap.predict_valid", _predict_valid, {"X": "array2d"},
          positional={"X": 0}),
     Case("numtk.counterfactual.GroupCounterfactualMap.score", _score, {"X": "array2d"},
          positional={"X": 0},
@@ -155,4 +216,18 @@ CASES = {c.name: c for c in [
          {"X": "array2d", "y": "array1d", "n_clusters": "count", "max_size": "int>=1", "rng": "rng",
           "method": "option", "min_size": "int>=1", "pad_to": "count", "labels": "array1d"},
          positional={"X": 0, "y": 1}),
+    Case("numtk.counterfactual.synthetic_2d", _synthetic, {"n": "count", "rng": "rng"}, positional={"n": 0}),
+    Case("numtk.counterfactual.protocol_split", _split,
+         {"X": "array2d", "y": "array1d", "group_fraction": "prob_open", "rng": "rng"},
+         positional={"X": 0, "y": 1}),
+    Case("numtk.counterfactual.evaluate_group_maps", _evaluate,
+         {"X_group": "array2d", "classifier": "option", "families": "option", "distortions": "array1d",
+          "n_folds": "int>=2", "confidence": "prob_open", "target": "option", "immutable": "array1d",
+          "baselines": "option", "max_dp_size": "int>=0", "solver_options": _OPTS, "rng": "rng"},
+         positional={"X_group": 0, "classifier": 1},
+         # target=None: documented default (the positive class)
+         skip={"target": ("None",)}),
+    Case("numtk.counterfactual.protocol_problems", _problems, {"quick": "bool", "datasets": "option"},
+         # datasets=None: documented default (every dataset available here)
+         skip={"datasets": ("None",)}),
 ]}

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from numtk._lib._constraints import constraints
 from numtk._lib._result import Result
 from numtk._lib._rng import normalize_rng
 from numtk._lib._validation import as_array, available_memory, check_bool, check_int, check_option, check_real
@@ -252,6 +253,8 @@ def _wachter_impl(P: SimpleNamespace) -> Result:
                   method=method, dual=2.0 * mu, threshold=P.tau)
 
 
+@constraints(X="array2d", w="array1d", b="real", confidence="prob_open", margin="real", target="option",
+             immutable="array1d", bounds="option")
 def wachter_counterfactuals(X: Any, w: Any, b: Any, *, confidence: float = 0.8,
                             margin: float | None = None, target: int = 1, immutable: Any = None,
                             bounds: Any = None) -> Result:
@@ -287,11 +290,26 @@ def wachter_counterfactuals(X: Any, w: Any, b: Any, *, confidence: float = 0.8,
     Returns
     -------
     res : Result
-        ``x_cf`` (n, d) the counterfactuals; ``cost`` the total ``sum_i ||x'_i - x_i||^2``; ``costs``
-        (n,) the per-point squared distances; ``valid`` (n,) bool, ``w @ x' + b >= tau`` in float64
-        (all true); ``status`` ``'optimal'`` or ``'trivial'`` (no point moved); ``problem_class``
-        ``'QP'``; ``method`` ``'closed_form'`` or ``'knapsack'``; ``dual`` (n,) the multipliers
-        ``lambda_i`` of the validity rows; ``threshold`` ``tau``.
+        The same fields with or without ``bounds``:
+
+        x_cf : ndarray, shape (n, d)
+            The counterfactuals, row by row.
+        cost : float
+            The total ``sum_i ||x'_i - x_i||^2``.
+        costs : ndarray, shape (n,)
+            The per-point squared distances.
+        valid : ndarray of bool, shape (n,)
+            ``w @ x' + b >= tau`` in float64 (all true).
+        status : str
+            'optimal', or 'trivial' when no point had to move.
+        problem_class : str
+            'QP'.
+        method : str
+            'closed_form' (no bounds: the projection) or 'knapsack' (one quadratic knapsack per point).
+        dual : ndarray, shape (n,)
+            The multipliers ``lambda_i`` of the validity rows.
+        threshold : float
+            The score threshold ``tau``.
 
     Raises
     ------
@@ -385,6 +403,9 @@ def _pair_violation(Xcf: np.ndarray, pairs: np.ndarray, D: np.ndarray, upper: fl
     return float(max(np.max(r - lim_hi), np.max(lim_lo - r), 0.0))
 
 
+@constraints(X="array2d", w="array1d", b="real", lipschitz="real>0", confidence="prob_open", margin="real",
+             target="option", immutable="array1d", bounds="option", pairs="option", shortcut="bool",
+             solver="option", solver_options="callable", n_landmarks="int>=1", rng="rng")
 def lipschitz_counterfactuals(X: Any, w: Any, b: Any, *, lipschitz: float = 2.0,
                               confidence: float = 0.8, margin: float | None = None, target: int = 1,
                               immutable: Any = None, bounds: Any = None, pairs: Any = "all",
@@ -421,11 +442,35 @@ def lipschitz_counterfactuals(X: Any, w: Any, b: Any, *, lipschitz: float = 2.0,
     Returns
     -------
     res : Result
-        ``x_cf`` (n, d); ``cost`` (total squared distance) and ``costs`` (per point); ``valid``;
-        ``status`` ('optimal', 'optimal_inaccurate' or 'trivial'); ``problem_class`` ``'SOCP'``;
-        ``shortcut_used`` (True when Wachter's solution was returned without a solve);
-        ``max_violation`` (largest relative violation of a pair constraint, in squared-ratio units);
-        ``n_pairs``; ``threshold``.
+        The same fields whether the SOCP is solved or not:
+
+        x_cf : ndarray, shape (n, d)
+            The counterfactuals, row by row.
+        cost : float
+            The total squared distance ``sum_i ||x'_i - x_i||^2``.
+        costs : ndarray, shape (n,)
+            The per-point squared distances.
+        valid : ndarray of bool, shape (n,)
+            ``w @ x' + b >= tau`` in float64.
+        status : str
+            'optimal' or 'optimal_inaccurate' (the SOCP solver's status), or 'trivial' (no point
+            had to move).
+        success : bool
+            True: a solution was found (an infeasible or failed solve raises instead).
+        message : str
+            How the solution was obtained, in words.
+        n_iter : int
+            Iterations of the SOCP solver; 0 when no SOCP was solved.
+        problem_class : str
+            'SOCP'.
+        shortcut_used : bool
+            True when Wachter's solution was returned without a solve.
+        max_violation : float
+            Largest relative violation of a pair constraint, in squared-ratio units.
+        n_pairs : int
+            Number of constrained pairs.
+        threshold : float
+            The score threshold ``tau``.
 
     Raises
     ------
@@ -484,10 +529,12 @@ def lipschitz_counterfactuals(X: Any, w: Any, b: Any, *, lipschitz: float = 2.0,
     X, mask = P.X, P.mask
     D = _pair_sqdist(X, pair_arr)
 
-    def shortcut_result(viol: float) -> Result:
+    def shortcut_result(viol: float, used: bool = True) -> Result:
+        message = ("Wachter's point set satisfies every pair constraint: optimal without solving the SOCP"
+                   if used else "every feature is immutable: the points stay where they are")
         return Result(x_cf=wres.x_cf, cost=wres.cost, costs=wres.costs, valid=wres.valid,
-                      status=wres.status, problem_class="SOCP", shortcut_used=True, max_violation=viol,
-                      n_pairs=int(pair_arr.shape[0]), threshold=P.tau)
+                      status=wres.status, success=True, message=message, n_iter=0, problem_class="SOCP",
+                      shortcut_used=used, max_violation=viol, n_pairs=int(pair_arr.shape[0]), threshold=P.tau)
 
     if shortcut:
         if L >= 1.0 and not np.any(P.w[~mask]):
@@ -501,10 +548,7 @@ def lipschitz_counterfactuals(X: Any, w: Any, b: Any, *, lipschitz: float = 2.0,
         if viol > 0.0:
             raise InfeasibleRecourseError("every feature is immutable and the pair constraints fail "
                                           "for lipschitz < 1")
-        return shortcut_result(viol) if shortcut else Result(
-            x_cf=wres.x_cf, cost=wres.cost, costs=wres.costs, valid=wres.valid, status=wres.status,
-            problem_class="SOCP", shortcut_used=False, max_violation=viol,
-            n_pairs=int(pair_arr.shape[0]), threshold=P.tau)
+        return shortcut_result(viol, used=bool(shortcut))
 
     import scipy.sparse as sp
 
@@ -549,7 +593,11 @@ def lipschitz_counterfactuals(X: Any, w: Any, b: Any, *, lipschitz: float = 2.0,
     _polish_validity(Xcf, P)
     diff = Xcf - X
     costs = np.einsum("ij,ij->i", diff, diff)
+    stats = prob.solver_stats
+    n_iter = int(stats.num_iters or 0) if stats is not None and stats.num_iters is not None else 0
     return Result(x_cf=Xcf, cost=float(costs.sum()), costs=costs, valid=Xcf @ P.w + P.b >= P.tau,
-                  status=str(prob.status), problem_class="SOCP", shortcut_used=False,
+                  status=str(prob.status), success=True,
+                  message=f"the SOCP solver {solver!r} ended with status {prob.status!r}", n_iter=n_iter,
+                  problem_class="SOCP", shortcut_used=False,
                   max_violation=_pair_violation(Xcf, pair_arr, D, L), n_pairs=int(pair_arr.shape[0]),
                   threshold=P.tau)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from numtk._lib._constraints import constraints
 from numtk._lib._progress import progress_bar
 from numtk._lib._result import Result
 from numtk._lib._rng import normalize_rng
@@ -62,6 +63,14 @@ _SAME_COST = 1e-8
 # n_random_starts=None: this many random isometry starts when the reduced problem is this small.
 _AUTO_RANDOM_STARTS = 10
 _AUTO_RANDOM_MAX_VARS = 20
+# The `message` of each `status`.
+_MESSAGES = {
+    "trivial": "every point already reaches the threshold inside the bounds: the points stay",
+    "optimal": "the cost meets the lower bound (gap <= 1e-9): globally optimal (start {start!r})",
+    "local_optimum": "the local solver converged (start {start!r}); the gap to the lower bound remains",
+    "feasible": "a feasible point (start {start!r}); the local solver did not converge",
+    "infeasible": "no feasible point was found; the least violating candidate (start {start!r}) is returned",
+}
 # Largest `max_iter` (Ipopt gets ten times as many iterations, in a C int) and `n_random_starts`.
 _MAX_ITER = 10**7
 _MAX_RANDOM_STARTS = 10**5
@@ -433,6 +442,10 @@ def _shor(R: SimpleNamespace, solver: str, solver_options: Any):
 # public function
 # --------------------------------------------------------------------------------------------
 
+@constraints(X="array2d", w="array1d", b="real", distortion="real>0", confidence="prob_open", margin="real",
+             target="option", immutable="array1d", bounds="option", pairs="option", n_landmarks="int>=1",
+             method="option", local_solver="option", max_iter="int>=1", tol="real>0", solver="option",
+             solver_options="callable", n_random_starts="int>=0", rng="rng", progress="bool")
 def distance_preserving_counterfactuals(
         X: Any, w: Any, b: Any, *, distortion: float = 2.0, confidence: float = 0.8,
         margin: float | None = None, target: int = 1, immutable: Any = None, bounds: Any = None,
@@ -494,15 +507,43 @@ def distance_preserving_counterfactuals(
     Returns
     -------
     res : Result
-        ``x_cf`` (n, d); ``cost`` (the upper bound :math:`\sum_i \|x'_i - x_i\|^2`), ``costs`` (per
-        point); ``lower_bound``; ``gap`` ``(cost - lower_bound) / cost`` (0 when cost is 0);
-        ``max_violation`` (largest pair violation in squared-ratio units); ``start`` (which start
-        led to the returned point: 'translation', 'diagonal', 'psd', 'sdp', 'wachter',
-        'isometry<k>' or 'identity'); ``start_costs`` (dict: the cost of each feasible start before the local
-        solve); ``valid``; ``status`` ('optimal' when the gap is closed, 'local_optimum' when the
-        local solver converged, 'feasible' when it did not, 'trivial', or 'infeasible' when no
-        feasible point was found, with a warning); ``problem_class`` ``'QCQP'``; ``n_pairs``;
-        ``threshold``.
+        The same fields for every ``method`` and ``local_solver``:
+
+        x_cf : ndarray, shape (n, d)
+            The counterfactuals, row by row.
+        cost : float
+            The upper bound :math:`\sum_i \|x'_i - x_i\|^2`.
+        costs : ndarray, shape (n,)
+            The per-point squared distances.
+        lower_bound : float
+            A certified lower bound on the optimal cost.
+        gap : float
+            ``(cost - lower_bound) / cost`` (0 when the cost is 0).
+        max_violation : float
+            Largest pair violation, in squared-ratio units.
+        start : str
+            Which start led to the returned point: 'translation', 'diagonal', 'psd', 'sdp',
+            'wachter', 'isometry<k>' or 'identity'.
+        start_costs : dict
+            The cost of each feasible start before the local solve.
+        valid : ndarray of bool, shape (n,)
+            ``w @ x' + b >= tau`` in float64.
+        status : str
+            'optimal' (the gap is closed), 'local_optimum' (the local solver converged),
+            'feasible' (it did not), 'trivial' (no point had to move) or 'infeasible' (no feasible
+            point was found; a warning is issued too).
+        success : bool
+            False only for status 'infeasible'.
+        message : str
+            The status in words.
+        problem_class : str
+            'QCQP'.
+        n_pairs : int
+            Number of constrained pairs.
+        n_iter : int
+            Outer iterations of the local solver, summed over the starts (0 when none ran).
+        threshold : float
+            The score threshold ``tau``.
 
     Raises
     ------
@@ -602,7 +643,8 @@ def distance_preserving_counterfactuals(
             viol = _pair_violation(Xcf, pair_arr, D, K, 1.0 / K)
         return Result(x_cf=Xcf, cost=cost, costs=costs, lower_bound=float(lb), gap=float(gap),
                       max_violation=float(viol), start=start, start_costs=start_costs,
-                      valid=Xcf @ P.w + P.b >= P.tau, status=status, problem_class="QCQP",
+                      valid=Xcf @ P.w + P.b >= P.tau, status=status, success=status != "infeasible",
+                      message=_MESSAGES[status].format(start=start), problem_class="QCQP",
                       n_pairs=int(pair_arr.shape[0]), n_iter=int(n_iter), threshold=P.tau)
 
     if wres.cost == 0.0:  # every point valid and inside the box: the identity

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from numtk._lib._constraints import constraints
 from numtk._lib._estimator import Estimator, check_is_fitted
 from numtk._lib._validation import as_array, check_int, check_option, check_real
 from numtk._lib._warnings import NumtkWarning
@@ -74,6 +75,9 @@ class _Group:
         return self._cdiag
 
 
+@constraints(family="option", distortion="real>0", confidence="prob_open", target="option", margin="real",
+             immutable="array1d", bounds="option", solver="option", solver_options="callable",
+             covariance_ddof="real>=0", covariance_ridge="real>=0", tol="real>=0", max_iter="int>=1")
 class GroupCounterfactualMap(Estimator):
     r"""One explicit affine counterfactual map for a group, for a binary linear classifier.
 
@@ -225,8 +229,11 @@ class GroupCounterfactualMap(Estimator):
         self.tol = tol
         self.max_iter = max_iter
 
+    _estimator_kind = "transformer"
+
     # ------------------------------------------------------------------ fitting
-    def fit(self, X: Any, classifier: Any, sample_weight: Any = None) -> "GroupCounterfactualMap":
+    @constraints(X="array2d", classifier="option", sample_weight="array1d")
+    def fit(self, X: Any, classifier: Any, *, sample_weight: Any = None) -> "GroupCounterfactualMap":
         """Fit the map to the group ``X`` (n_members, n_features) for ``classifier``.
 
         Parameters
@@ -246,7 +253,8 @@ class GroupCounterfactualMap(Estimator):
         g, family, solver, tol, names, target = self._prepare(X, classifier, sample_weight)
         return self._fit_group(g, family, solver, tol, names, target, K, None)
 
-    def fit_path(self, X: Any, classifier: Any, distortions: Any, sample_weight: Any = None) -> list:
+    @constraints(X="array2d", classifier="option", distortions="array1d", sample_weight="array1d")
+    def fit_path(self, X: Any, classifier: Any, distortions: Any, *, sample_weight: Any = None) -> list:
         """Fit one map per distortion bound K in ``distortions``, sharing the work between them.
 
         The group's statistics are computed once and, for the SDP families ('psd', 'gaussian_ot'),
@@ -393,6 +401,7 @@ class GroupCounterfactualMap(Estimator):
         self.cost_ = float(delta @ delta + np.trace(U @ Sigma @ U.T))
 
     # ---------------------------------------------------------------- applying
+    @constraints(X="array2d")
     def transform(self, X: Any) -> np.ndarray:
         """Apply the fitted map: ``X @ A_.T + c_`` (no re-optimisation)."""
         check_is_fitted(self, "A_")
@@ -404,14 +413,17 @@ class GroupCounterfactualMap(Estimator):
                              "the fitted map); rescale `X`")
         return out
 
-    def fit_transform(self, X: Any, classifier: Any, sample_weight: Any = None) -> np.ndarray:
+    @constraints(X="array2d", classifier="option", sample_weight="array1d")
+    def fit_transform(self, X: Any, classifier: Any, *, sample_weight: Any = None) -> np.ndarray:
         """Fit to ``X`` and return its counterfactuals."""
-        return self.fit(X, classifier, sample_weight).transform(X)
+        return self.fit(X, classifier, sample_weight=sample_weight).transform(X)
 
+    @constraints(X="array2d")
     def predict_valid(self, X: Any) -> np.ndarray:
         """Whether each transported row reaches the target: ``w_ @ T(x) + b_ >= threshold_``."""
         return self.transform(X) @ self.w_ + self.b_ >= self.threshold_
 
+    @constraints(X="array2d")
     def score(self, X: Any) -> float:
         """The fraction of rows of ``X`` whose counterfactual is valid (``nan`` when ``X`` has no rows)."""
         valid = self.predict_valid(X)
@@ -438,7 +450,7 @@ def _weights(sample_weight: Any, n: int) -> np.ndarray:
     with np.errstate(over="ignore"):
         total = float(p.sum())
     if total <= 0:
-        raise ValueError("`sample_weight` must have a positive sum")
+        raise ValueError("`sample_weight` must have a positive sum; got all-zero weights")
     if not np.isfinite(total) or total > 2.0**500:
         raise ValueError("`sample_weight` must have a sum below 2**500 (~3e150; costs would overflow "
                          "float64); rescale it")

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from numtk._lib._constraints import constraints
 from numtk._lib._result import Result
 from numtk._lib._rng import normalize_rng
 from numtk._lib._validation import as_array, check_int, check_option, check_real, check_size
@@ -55,6 +56,8 @@ def _sign(target: Any) -> float:
                      f"got {target!r}")
 
 
+@constraints(X_cf="array2d", w="array1d", b="real", threshold="prob_open", target="option", margin="real",
+             tol="real>=0")
 def validity(X_cf: Any, w: Any, b: Any, threshold: float = 0.8, *, target: int = 1,
              margin: float | None = None, tol: float = 0.0) -> float:
     """Fraction of counterfactuals classified as the target class with the required confidence.
@@ -149,6 +152,7 @@ def _same_shape(X: Any, X_cf: Any) -> tuple[np.ndarray, np.ndarray]:
     return X, X_cf
 
 
+@constraints(X="array2d", X_cf="array2d", squared="bool", reduce="option")
 def transport_cost(X: Any, X_cf: Any, *, squared: bool = False, reduce: str = "mean") -> float:
     """Displacement between points and their counterfactuals, ``||x'_i - x_i||_2``, reduced.
 
@@ -391,6 +395,7 @@ def _distortion_safe(X, Y, pairs, eps):
     return _ratio_result(lo, hi, n_keep, n_excl)
 
 
+@constraints(X="array2d", X_cf="array2d", pairs="option", max_pairs="cap", rng="rng", eps="real>=0")
 def distortion_ratios(X: Any, X_cf: Any, *, pairs: Any = None, max_pairs: int | None = None,
                       rng: Any = None, eps: float | None = None) -> Result:
     """Empirical bi-Lipschitz ratios ``||x'_i - x'_j|| / ||x_i - x_j||`` of a counterfactual map.
