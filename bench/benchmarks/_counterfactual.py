@@ -11,10 +11,10 @@ counterfactual map of a Gaussian group for a fixed linear score, confidence 0.8.
 """
 
 import math
-import statistics
-import time
 
 import numpy as np
+
+from benchmarks._timing import interleaved
 
 TAU = math.log(4.0)
 
@@ -101,18 +101,6 @@ def daqp_reduced(X, w, b, K):
     return fval  # 0.5 x'Hx with H = 2 diag(h) is sum_j h_j z_j^2, the same objective
 
 
-def _median_time(fn, repeat, budget):
-    times, value = [], None
-    start = time.perf_counter()
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        value = fn()
-        times.append(time.perf_counter() - t0)
-        if time.perf_counter() - start > budget:
-            break
-    return statistics.median(times), value, len(times)
-
-
 def contestants(family, X, w, b, K):
     out = {"numtk": lambda: numtk_map(family, X, w, b, K)}
     try:
@@ -142,16 +130,24 @@ def compare(cases, out=print, repeat=9, budget=20.0):
         numtk_map(family, X, w, b, K)  # warm-up (imports)
         out(f"-- {family}, n = {n}, d = {d}, K = {K}")
         t_ref = ref = None
-        for name, fn in contestants(family, X, w, b, K).items():
-            reps = repeat if name in ("numtk", "daqp") or n * d <= 10**4 else 1
-            try:
-                t, value, k = _median_time(fn, reps, budget)
-            except Exception as exc:  # a solver that fails is reported, not fatal
+        fns = contestants(family, X, w, b, K)
+        # interleaved rounds; a solver that fails is reported, not fatal
+        timing = interleaved(fns, {name: repeat if name in ("numtk", "daqp") or n * d <= 10**4 else 1 for name in fns},
+                             warmup=False, budget=budget, errors="record")
+        for name in fns:
+            if name in timing.errors:
+                exc = timing.errors[name]
                 out(f"   {name:<22} failed: {type(exc).__name__}: {str(exc)[:80]}")
                 continue
+            t, value, k = timing.medians[name], timing.results[name], timing.counts[name]
             if name == "numtk":
                 t_ref, ref = t, value
                 out(f"   {name:<22} {t * 1e3:10.2f} ms  ({k})  optimum {value:.10g}")
             else:
                 rel = abs(value - ref) / max(abs(ref), 1e-300)
                 out(f"   {name:<22} {t * 1e3:10.2f} ms  ({k})  optimum rel. diff {rel:.1e}  ratio {t / t_ref:8.1f}x")
+
+
+def compare_section(quick=False, out=print):
+    """``bench/compare.py --counterfactual``: :func:`compare` on ``QUICK_CASES`` (``quick``) or ``CASES``."""
+    return compare(QUICK_CASES if quick else CASES, out=out)

@@ -16,10 +16,9 @@ Spec targets (sampling.md §7): evaluation at M = 1e5, d = 32, n = 16, r = 4 at 
 reference; one ALS sweep at M = 2e4, d = 32, n = 12, r <= 4 within 2 s.
 """
 
-import statistics
-import time
-
 import numpy as np
+
+from benchmarks._timing import interleaved
 
 #: (M, d, n, r) of the evaluation comparison; (M, d, n, r) of the ALS sweep.
 EVAL_CASE = (100_000, 32, 16, 4)
@@ -132,16 +131,6 @@ def numtk_als_sweep(X, y, n, r, basis="legendre", workers=1):
         X, y, sweeps=1, rank_adaptive=False, rng=0)
 
 
-def _median(fn, repeat):
-    times = []
-    out = None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
-
-
 def compare(out=print, repeat=5, quick=False):
     """Print the evaluation speed-up over the NumPy reference and the ALS sweep time."""
     M, d, n, r = EVAL_CASE
@@ -152,10 +141,12 @@ def compare(out=print, repeat=5, quick=False):
     f = numtk_tt(cores)
     X = np.random.default_rng(1).uniform(-1, 1, (M, d))
     numtk_evaluate(f, X[:100])  # warm-up (imports)
-    t_n, (v, g, lap) = _median(lambda: numtk_evaluate(f, X), repeat)
     f_all = numtk_tt(cores, workers=-1)
-    t_all, _ = _median(lambda: numtk_evaluate(f_all, X), repeat)
-    t_r, (vr, gr, lr) = _median(lambda: numpy_evaluate(X, cores), max(1, repeat // 2))
+    timing = interleaved({"numtk": lambda: numtk_evaluate(f, X), "numtk-all": lambda: numtk_evaluate(f_all, X),
+                          "numpy": lambda: numpy_evaluate(X, cores)},
+                         {"numtk": repeat, "numtk-all": repeat, "numpy": max(1, repeat // 2)}, warmup=False)
+    t_n, t_all, t_r = (timing.medians[k] for k in ("numtk", "numtk-all", "numpy"))
+    (v, g, lap), (vr, gr, lr) = timing.results["numtk"], timing.results["numpy"]
     err = max(np.max(np.abs(v - vr)) / np.max(np.abs(vr)), np.max(np.abs(g - gr)) / np.max(np.abs(gr)),
               np.max(np.abs(lap - lr)) / np.max(np.abs(lr)))
     from numtk.ftt import _ftt_ext
@@ -171,11 +162,13 @@ def compare(out=print, repeat=5, quick=False):
     Xa, ya = als_problem(M, d, n, r)
     numtk_als_sweep(Xa[:200, :3], ya[:200], n, r)  # warm-up
     out(f"-- ALS sweep, M = {M}, d = {d}, n = {n}, r = {r}")
-    rows = {}
+    variants = [(basis, workers) for basis in ("legendre", "bspline") for workers in (1, -1)]
+    timing = interleaved({v: (lambda v=v: numtk_als_sweep(Xa, ya, n, r, *v)) for v in variants},
+                         max(1, repeat // 2), warmup=False)
+    rows = timing.medians
     for basis in ("legendre", "bspline"):  # cubic B-splines: 4 non-zeros per basis row, assembled sparsely
         for workers in (1, -1):
-            t, model = _median(lambda: numtk_als_sweep(Xa, ya, n, r, basis, workers), max(1, repeat // 2))
-            rows[basis, workers] = t
+            t, model = rows[basis, workers], timing.results[basis, workers]
             label = f"numtk ({basis}, {'1 thread' if workers == 1 else 'workers=-1'})"
             out(f"   {label:<32} {t:6.2f} s  val. RMSE {model.history_[-1]['val_rmse']:.2e}"
                 + ("   (one sweep incl. basis set-up; target <= 2 s)" if (basis, workers) == ("legendre", 1) else ""))
@@ -183,7 +176,15 @@ def compare(out=print, repeat=5, quick=False):
     d, n = CROSS_CASE
     out(f"-- cross interpolation, d = {d}, n = {n}: sin(a . x) + 0.3 prod(1 + 0.2 x) (TT rank <= 3)")
     It = np.random.default_rng(3).integers(0, n, (2000, d))
-    t_c, tt = _median(lambda: numtk_cross(d, n), repeat)
+    try:
+        import teneva
+    except ImportError:
+        teneva = None
+    calls = {"numtk": lambda: numtk_cross(d, n)}
+    if teneva is not None:
+        calls["teneva"] = lambda: teneva_cross(d, n)
+    timing = interleaved(calls, {"numtk": repeat, "teneva": max(1, repeat // 2)}, warmup=False)
+    t_c, tt = timing.medians["numtk"], timing.results["numtk"]
     from numtk.ftt import interpolation_nodes
 
     grid = interpolation_nodes("legendre", n - 1, (-1.0, 1.0))
@@ -192,12 +193,10 @@ def compare(out=print, repeat=5, quick=False):
     out(f"   {'numtk tt_cross':<22} {t_c * 1e3:10.1f} ms  {tt.history_[-1]['n_evals']:>7} evaluations  "
         f"max rank {max(tt.ranks_)}  rel. error {err_c:.1e}")
     cross = {"cross_numtk_s": t_c, "cross_numtk_evals": tt.history_[-1]["n_evals"], "cross_numtk_error": err_c}
-    try:
-        import teneva
-    except ImportError:
+    if teneva is None:
         out("   teneva not installed: no comparison")
     else:
-        t_t, (Y, info, _) = _median(lambda: teneva_cross(d, n), max(1, repeat // 2))
+        t_t, (Y, info, _) = timing.medians["teneva"], timing.results["teneva"]
         err_t = float(np.linalg.norm(teneva.get_many(Y, It) - exact) / np.linalg.norm(exact))
         out(f"   {'teneva.cross':<22} {t_t * 1e3:10.1f} ms  {info['m']:>7} evaluations  "
             f"max rank {max(teneva.ranks(Y))}  rel. error {err_t:.1e}  (time ratio {t_t / t_c:.1f}x)")

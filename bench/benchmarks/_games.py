@@ -11,19 +11,9 @@ import time
 
 import numpy as np
 
+from benchmarks._timing import interleaved
+
 __all__ = ["compare", "leduc_population", "numpy_best_response", "random_matrix"]
-
-
-def _median_time(fn, repeat: int, max_single: float = 30.0):
-    times, out = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        dt = time.perf_counter() - t0
-        times.append(dt)
-        if dt > max_single:
-            break
-    return float(np.median(times)), out
 
 
 def random_matrix(n: int, seed: int = 0) -> np.ndarray:
@@ -83,36 +73,48 @@ def compare(quick: bool = False) -> None:
     rng = np.random.default_rng(0)
     pol = leduc.random_policy(rng)
 
-    # 1. NashConv of a random Leduc policy.
-    ours, v = _median_time(lambda: nash_conv(leduc, pol), 21)
+    # 1. NashConv of a random Leduc policy: numtk, OpenSpiel (C++ and Python) and the NumPy reference.
+    sf = leduc.sequence_form()
+    r0, r1 = leduc.policy_to_sequence(pol)
+    calls = {"numtk": lambda: nash_conv(leduc, pol),
+             "numpy": lambda: numpy_best_response(sf, 0, r1) + numpy_best_response(sf, 1, r0)}
     if pyspiel is not None:
         os_game = pyspiel.load_game("leduc_poker")
         tab = _openspiel_tabular(leduc, os_game, pol)
-        anchor, va = _median_time(lambda: pyspiel.nash_conv(os_game, tab.to_dict()), 3)
+        calls["openspiel-c++"] = lambda: pyspiel.nash_conv(os_game, tab.to_dict())
+        calls["openspiel-python"] = lambda: os_expl.nash_conv(os_game, tab)
+    t = interleaved(calls, {"numtk": 21, "numpy": 5, "openspiel-c++": 3, "openspiel-python": 3}, warmup=False,
+                    max_single=30.0)
+    ours, v = t.medians["numtk"], t.results["numtk"]
+    if pyspiel is not None:
+        anchor, va = t.medians["openspiel-c++"], t.results["openspiel-c++"]
         _row("NashConv, random Leduc policy", ours, "OpenSpiel nash_conv (C++)", anchor, f"|diff| {abs(v - va):.1e}")
-        anchor_py, va = _median_time(lambda: os_expl.nash_conv(os_game, tab), 3)
+        anchor_py, va = t.medians["openspiel-python"], t.results["openspiel-python"]
         _row("", ours, "OpenSpiel nash_conv (Python)", anchor_py, f"|diff| {abs(v - va):.1e}")
-    sf = leduc.sequence_form()
-    r0, r1 = leduc.policy_to_sequence(pol)
-    ref, vr = _median_time(lambda: numpy_best_response(sf, 0, r1) + numpy_best_response(sf, 1, r0), 5)
+    ref, vr = t.medians["numpy"], t.results["numpy"]
     _row("", ours, "NumPy reference BR", ref, f"|diff| {abs(v - vr):.1e}")
 
     # 2. PE of a 30-policy Leduc population (one LP).
     game, stack = leduc_population(30)
-    ours, res = _median_time(lambda: population_exploitability(game, stack), 3)
+    t = interleaved({"numtk": lambda: population_exploitability(game, stack)}, 3, warmup=False, max_single=30.0)
+    ours, res = t.medians["numtk"], t.results["numtk"]
     print(f"{'PE, Leduc, 30 policies (one HiGHS LP)':<44} {ours:10.4f} s  "
           f"target <= 0.3 s; GlobalPSRO's SLSQP ~17 s for 5 policies; PE = {res.value:.6f}")
 
     # 3. CFR+ on Leduc.
     iters = 100 if quick else 1000
-    ours, res = _median_time(lambda: nash_equilibrium(leduc, "cfr+", max_iter=iters, tol=0.0), 1)
+    calls = {"numtk": lambda: nash_equilibrium(leduc, "cfr+", max_iter=iters, tol=0.0)}
     if pyspiel is not None:
         def os_cfr():
             solver = pyspiel.CFRPlusSolver(os_game)
             for _ in range(iters):
                 solver.evaluate_and_update_policy()
             return pyspiel.exploitability(os_game, solver.average_policy())
-        anchor, va = _median_time(os_cfr, 1)
+        calls["openspiel"] = os_cfr
+    t = interleaved(calls, 1, warmup=False)
+    ours, res = t.medians["numtk"], t.results["numtk"]
+    if pyspiel is not None:
+        anchor, va = t.medians["openspiel"], t.results["openspiel"]
         _row(f"CFR+ Leduc, {iters} iterations", ours, "pyspiel.CFRPlusSolver", anchor,
              f"expl numtk {res.exploitability:.2e} vs {va:.2e}")
     else:
@@ -123,20 +125,24 @@ def compare(quick: bool = False) -> None:
     M = random_matrix(n)
     game_m = MatrixGame(M)
     for tol in (1e-4, 1e-6):
-        ours, res = _median_time(lambda: nash_equilibrium(game_m, "rm+", tol=tol), 3)
+        t = interleaved({"rm+": lambda: nash_equilibrium(game_m, "rm+", tol=tol)}, 3, warmup=False, max_single=30.0)
+        ours, res = t.medians["rm+"], t.results["rm+"]
         print(f"{f'Nash {n}x{n} U[-1,1], RM+ to gap {tol:g}':<44} {ours:10.4f} s  ({res.n_iter} iterations, "
               f"gap {res.gap:.1e})")
-    anchor, lp = _median_time(lambda: nash_equilibrium(game_m, "lp", options={"highs_method": "highs-ipm"}), 1)
+    t = interleaved({method: (lambda method=method: nash_equilibrium(game_m, "lp", options={"highs_method": method}))
+                     for method in ("highs-ipm", "highs-ds")}, 1, warmup=False)
+    anchor, lp = t.medians["highs-ipm"], t.results["highs-ipm"]
     _row(f"Nash {n}x{n}, LP", anchor, "(numtk = HiGHS ipm)", 0.0, f"gap {lp.gap:.1e}")
-    anchor_ds, _ = _median_time(lambda: nash_equilibrium(game_m, "lp", options={"highs_method": "highs-ds"}), 1)
+    anchor_ds = t.medians["highs-ds"]
     print(f"{'':<44} HiGHS dual simplex {anchor_ds:.3f} s; auto picks "
           f"{'ipm' if n * n > 250_000 else 'dual simplex'}")
 
     # 5. Exact PSRO runs on Leduc.
     k = 12 if quick else 30
+    t = interleaved({variant: (lambda variant=variant: psro(leduc, variant=variant, iterations=4 * k, n_candidates=8,
+                                                            rng=0, options={"max_policies": k}))
+                     for variant in ("psro", "global")}, 1, warmup=False)
     for variant in ("psro", "global"):
-        t0 = time.perf_counter()
-        res = psro(leduc, variant=variant, iterations=4 * k, n_candidates=8, rng=0, options={"max_policies": k})
-        secs = time.perf_counter() - t0
+        secs, res = t.medians[variant], t.results[variant]
         print(f"{f'{variant} on Leduc to {k} policies':<44} {secs:10.4f} s  PE {res.history['pe'][-1]:.4f} "
               f"(prototype at 30: psro 0.698, global 0.256)")

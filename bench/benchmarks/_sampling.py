@@ -13,11 +13,11 @@ MMD² against NumPy) come from :mod:`benchmarks._sampling_metrics`.
 """
 
 import math
-import time
 import warnings
 
 import numpy as np
 
+from benchmarks._timing import interleaved
 from numtk.sampling import SinhTransform
 
 #: x = 0.3 sinh(u) on every coordinate but the first (the funnel's x_0)
@@ -97,9 +97,8 @@ def fit_sampler(name, settings=None, seed=0):
 def sampler_row(name, settings=None, n_paths=20000, seed=0):
     """``(name, fit seconds, |dlog Z|, stderr, ESS, ELBO gap)`` of one fit from scratch."""
     target = make_target(name)
-    t0 = time.perf_counter()
-    sampler = fit_sampler(name, settings, seed)
-    t_fit = time.perf_counter() - t0
+    t = interleaved({"fit": lambda: fit_sampler(name, settings, seed)}, 1, warmup=False)
+    t_fit, sampler = t.medians["fit"], t.results["fit"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est = sampler.log_Z(n=n_paths, rng=seed + 1)

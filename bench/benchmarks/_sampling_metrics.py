@@ -13,11 +13,11 @@ Each row is ``(name, numtk seconds, anchor seconds, ratio)`` with ``ratio = anch
 faster), median of ``repeat`` interleaved runs.
 """
 
-import statistics
-import time
 import warnings
 
 import numpy as np
+
+from benchmarks._timing import interleaved
 
 SIZES = ((2000, 2), (2000, 32))
 
@@ -37,19 +37,6 @@ def numpy_mmd(X, Y, h):
     Kxx, Kyy = gram(X, X), gram(Y, Y)
     return ((Kxx.sum() - np.trace(Kxx)) / (n * (n - 1)) + (Kyy.sum() - np.trace(Kyy)) / (m * (m - 1))
             - 2.0 * gram(X, Y).sum() / (n * m))
-
-
-def _time(calls, repeat):
-    times = [[] for _ in calls]
-    out = [None] * len(calls)
-    for r in range(repeat):
-        order = list(range(len(calls)))
-        order = order[r % len(order):] + order[:r % len(order)]
-        for k in order:
-            t0 = time.perf_counter()
-            out[k] = calls[k]()
-            times[k].append(time.perf_counter() - t0)
-    return [statistics.median(t) for t in times], out
 
 
 def sinkhorn_rows(sizes=SIZES, iters=100, repeat=3, workers=1):
@@ -80,7 +67,9 @@ def sinkhorn_rows(sizes=SIZES, iters=100, repeat=3, workers=1):
                                               stopThr=0.0))
             return run
 
-        (t_ours, t_log, t_ker), (v_ours, v_log, _) = _time([ours, pot("sinkhorn_log"), pot("sinkhorn")], repeat)
+        t = interleaved({"numtk": ours, "log": pot("sinkhorn_log"), "kernel": pot("sinkhorn")}, repeat, warmup=False)
+        t_ours, t_log, t_ker = t.medians["numtk"], t.medians["log"], t.medians["kernel"]
+        v_ours, v_log = t.results["numtk"], t.results["log"]
         tag = f"n={n},d={d},iters={iters},workers={workers}"
         rows.append((f"sinkhorn vs ot.sinkhorn2[log] {tag} (rel.diff {abs(v_ours - v_log) / abs(v_log):.1e})",
                      t_ours, t_log, t_log / t_ours))
@@ -97,8 +86,9 @@ def mmd_rows(sizes=SIZES, repeat=3, workers=1):
     for n, d in sizes:
         X, Y = make_samples(n, d)
         h = _median_distance(X, Y)
-        (t_ours, t_np), (v_ours, v_np) = _time([lambda: mmd(X, Y, bandwidth=h, workers=workers),
-                                                lambda: numpy_mmd(X, Y, h)], repeat)
+        t = interleaved({"numtk": lambda: mmd(X, Y, bandwidth=h, workers=workers), "numpy": lambda: numpy_mmd(X, Y, h)},
+                        repeat, warmup=False)
+        t_ours, t_np, v_ours, v_np = t.medians["numtk"], t.medians["numpy"], t.results["numtk"], t.results["numpy"]
         rows.append((f"mmd vs numpy n={n},d={d},workers={workers} (abs.diff {abs(v_ours - v_np):.1e})",
                      t_ours, t_np, t_np / t_ours))
     return rows

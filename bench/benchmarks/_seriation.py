@@ -1,8 +1,8 @@
 """Seriation benchmark inputs and the side-by-side run shared by asv and ``bench/compare.py``."""
 
-import statistics
 import sys
-import time
+
+from benchmarks._timing import interleaved
 
 #: Curves of the seriation benchmarks: (kind, noise) in d = 100.
 CURVES = {"helix": ("helix", 0.05), "random_fourier": ("random_fourier", 0.02)}
@@ -90,21 +90,17 @@ def compare(sizes, curves=tuple(CURVES), out=print, repeat=3, extra=False):
         for n in sizes:
             X, t = make_points(n, curve)
             active = [m for m in names if n <= MAX_N.get(m, n)]
-            samples = {m: [] for m in active}
-            tau = {}
-            for r in range(repeat):
-                for j in range(len(active)):
-                    name = active[(r + j) % len(active)]
-                    if r > 0 and samples[name][0] > SLOW:
-                        continue
-                    t0 = time.perf_counter()
-                    res = fns[name](X)
-                    samples[name].append(time.perf_counter() - t0)
-                    tau[name] = order_agreement(res.order, t)
-            times = {m: statistics.median(s) for m, s in samples.items()}
+            timing = interleaved({m: (lambda m=m: fns[m](X)) for m in active}, repeat, warmup=False, max_single=SLOW)
+            times = timing.medians
+            tau = {m: order_agreement(res.order, t) for m, res in timing.results.items()}
             cells = [f"{times[m]:>15.3f}{tau[m]:>17.5f}" if m in times else f"{'-':>15}{'-':>17}" for m in names]
             ratio = times["stage"] / times["spectral"] if "spectral" in times else float("nan")
             out(f"{curve:<16}{n:>8}  " + "  ".join(cells) + f"  {ratio:>10.2f}x")
             sys.stdout.flush()
             rows.append(dict(curve=curve, n=n, times=times, tau=tau))
     return rows
+
+
+def compare_hard(sizes, out=print, repeat=3):
+    """``bench/compare.py --seriation-hard``: :func:`compare` on the hard curves."""
+    return compare(sizes, curves=tuple(HARD_CURVES), out=out, repeat=repeat)

@@ -3,29 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import inspect
 import sys
 from typing import Callable
 
+from numtk._lib import _registry
 from numtk._lib._config import info_text
 
-# name -> "module:function". Each demo prints its details and returns table rows (dicts with the keys
-# of _COLUMNS). Areas add their demos here as they land; the tour runs them all.
-DEMOS: dict[str, str] = {
-    "kendall": "numtk.stats._demo:run",
-    "stage": "numtk.seriation._demo:run",
-    "counterfactual": "numtk.counterfactual._demo:run",
-    "psro": "numtk.games._demo:run",
-    "sampler": "numtk.sampling._demo:run",
-}
+# name -> "module:function", from the registry of areas (numtk._lib._registry), where an area adds its
+# demos. Each demo prints its details and returns table rows (dicts with the keys of _COLUMNS); the tour
+# runs them all.
+DEMOS: dict[str, str] = {name: demo.entry for name, demo in _registry.demos().items()}
 
 _COLUMNS = ("area", "method", "n", "result", "vs anchor", "speed")
 
 
 def _load(name: str) -> Callable:
-    mod, func = DEMOS[name].split(":")
-    return getattr(importlib.import_module(mod), func)
+    return _registry.load(DEMOS[name])
 
 
 def format_table(rows: list[dict]) -> str:

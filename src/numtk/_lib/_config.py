@@ -7,11 +7,10 @@ import importlib
 import importlib.util
 import sys
 
+from numtk._lib._registry import compiled_modules
+
 __all__ = ["info_text"]
 
-_COMPILED = ("numtk.stats._stats_ext", "numtk.stats._kendall_pointwise", "numtk.seriation._seriation_ext",
-             "numtk.counterfactual._counterfactual_ext", "numtk.games._games_ext", "numtk.ftt._ftt_ext",
-             "numtk.sampling._sampling_ext")
 _OPTIONAL = ("scipy", "sklearn", "tqdm", "torch", "cvxpy", "numba", "dask", "open_spiel", "umap",
              "hypothesis", "asv")
 
@@ -23,7 +22,7 @@ def info_text() -> str:
 
     lines = [f"numtk {numtk.__version__}", f"python {sys.version.split()[0]}, numpy {numpy.__version__}",
              "compiled modules:"]
-    for name in _COMPILED:
+    for name in compiled_modules():  # every area's, from the registry
         try:
             mod = importlib.import_module(name)
             lines.append(f"  {name:<36} ok ({mod.__file__})")
