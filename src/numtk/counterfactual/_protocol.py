@@ -139,7 +139,8 @@ def protocol_split(X: Any, y: Any, *, group_fraction: float = 0.2,
 
     See Also
     --------
-    make_groups : groups of the group part; evaluate_group_maps : the protocol for one group.
+    make_groups : groups of the group part.
+    evaluate_group_maps : the protocol for one group.
 
     Notes
     -----
@@ -541,16 +542,16 @@ def protocol_problems(*, quick: bool = True, datasets: Any = None) -> Result:
     members is a group, to be moved to the other class. ``python -m numtk demo counterfactual``
     runs :func:`evaluate_group_maps` on every group, and the benchmarks time the maps on them.
 
-    ============  =========================================  =====================================
-    dataset       quick=True                                 quick=False
-    ============  =========================================  =====================================
-    synthetic_2d  1 group of class 0; every family            3 groups per class; every family
-    breast_cancer 3 groups per class; translation, diagonal  3 groups per class; every family
-    adult         3000 rows, 3 groups of ``<=50K``;          15000 rows, 10 groups of ``<=50K``;
-                  translation, diagonal                      translation, diagonal
-    compas        3 groups of recidivists;                   10 groups of recidivists; every family
-                  translation, diagonal
-    ============  =========================================  =====================================
+    =============  ===========================================  ========================================
+    dataset        quick=True                                   quick=False
+    =============  ===========================================  ========================================
+    synthetic_2d   1 group of class 0; every family             3 groups per class; every family
+    breast_cancer  3 groups per class; translation, diagonal    3 groups per class; every family
+    adult          3000 rows, 3 groups of ``<=50K``;            15000 rows, 10 groups of ``<=50K``;
+                   translation, diagonal                        translation, diagonal
+    compas         3 groups of recidivists; translation,        10 groups of recidivists; every family
+                   diagonal
+    =============  ===========================================  ========================================
 
     "Every family" is translation, diagonal, psd and gaussian_ot (the last two only with cvxpy).
     Adult drops ``fnlwgt`` (a sampling weight) and the rows with missing values; its ``immutable``
