@@ -56,6 +56,7 @@ INVALID: dict[str, list[str]] = {
                 "np.array(['a', 'b', 'c'])", "[[1.0, 2.0], [3.0]]", "object()"],
     "array2d": ["np.full((6, 3), np.nan)", "np.full((6, 3), np.inf)", "np.ones(6)", "np.ones((2, 3, 4))",
                 "np.ones((6, 3), complex)", "np.array([['a', 'b']] * 3)", "[[1.0, 2.0], [3.0]]", "object()"],
+    "mapping": ["5", "'x'", "{1: 2}"],
     "path": ["5", "object()"],
     "any": [],  # declared as accepting anything: nothing to break
 }
