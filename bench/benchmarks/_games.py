@@ -25,7 +25,7 @@ def leduc_population(k: int, seed: int = 0):
 
     game = LeducPoker()
     rng = np.random.default_rng(seed)
-    stack = np.stack([game.uniform_policy()] + [game.random_policy(rng, deterministic=True) for _ in range(k - 1)])
+    stack = np.stack([game.uniform_policy()] + [game.random_policy(rng=rng, deterministic=True) for _ in range(k - 1)])
     return game, stack
 
 
@@ -71,7 +71,7 @@ def compare(quick: bool = False) -> None:
     nash_conv(leduc, leduc.uniform_policy())
     print(f"(Leduc sequence form built and cached in {time.perf_counter() - t0:.3f} s)")
     rng = np.random.default_rng(0)
-    pol = leduc.random_policy(rng)
+    pol = leduc.random_policy(rng=rng)
 
     # 1. NashConv of a random Leduc policy: numtk, OpenSpiel (C++ and Python) and the NumPy reference.
     sf = leduc.sequence_form()

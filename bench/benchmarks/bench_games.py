@@ -13,7 +13,7 @@ class Exploitability:
         from numtk.games import Goofspiel, KuhnPoker, LeducPoker, nash_conv
 
         self.game = {"kuhn": KuhnPoker, "leduc": LeducPoker, "goofspiel4": lambda: Goofspiel(4)}[name]()
-        self.policy = self.game.random_policy(np.random.default_rng(0))
+        self.policy = self.game.random_policy(rng=np.random.default_rng(0))
         nash_conv(self.game, self.policy)       # builds and caches the sequence form
 
     def time_nash_conv(self, name):

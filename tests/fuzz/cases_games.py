@@ -54,11 +54,11 @@ def _goofspiel():
 
 
 def _kuhn_random_policy():
-    return _g().KuhnPoker().random_policy, (0,), {"deterministic": False}
+    return _g().KuhnPoker().random_policy, (), {"rng": 0, "deterministic": False}
 
 
 def _leduc_random_policy():
-    return _g().LeducPoker().random_policy, (0,), {"deterministic": True}
+    return _g().LeducPoker().random_policy, (), {"rng": 0, "deterministic": True}
 
 
 def _kuhn_check_policy():
@@ -106,7 +106,7 @@ def _pe_lp():
 
 def _pe_do():
     game = _g().KuhnPoker()
-    pop = np.stack([game.uniform_policy(), game.random_policy(0, deterministic=True)])
+    pop = np.stack([game.uniform_policy(), game.random_policy(rng=0, deterministic=True)])
     return _g().population_exploitability, (game, pop), {"method": "double_oracle", "tol": 1e-6, "max_iter": 50}
 
 
@@ -125,6 +125,17 @@ def _meta(method, G=None, **kw):
     return make
 
 
+def _meta_options(method, **defaults):
+    """meta_strategy with the method's options given as keywords of a thin wrapper, which hands them to
+    meta_strategy's ``options`` mapping: the catalogue's values then reach the options' own checks (whose
+    messages name ``options['<key>']``)."""
+    def make():
+        def call(meta_game, **options):
+            return _g().meta_strategy(meta_game, method, options={**defaults, **options})
+        return call, (_rps().payoffs[0],), {}
+    return make
+
+
 def _psro(game="rps", **kw):
     def make():
         g = _rps() if game == "rps" else (_g().KuhnPoker() if game == "kuhn" else _g().Goofspiel(3))
@@ -140,15 +151,18 @@ def _uniform_solver(G):
 
 
 _GAME = {"game": "option"}
-_NASH_KW = {"method": "option", "tol": "real>=0", "max_iter": "int>=1", "rng": "rng", "callback": "callable"}
-_PSRO_KW = {"variant": "option", "meta_solver": "option", "oracle": "option", "iterations": "int>=0",
-            "n_candidates": "int>=0", "rng": "rng", "progress": "bool", "callback": "callable",
-            "workers": "workers", "convention": "option", "populations": "option"}
+_NASH_KW = {"method": "option", "tol": "real>=0", "max_iter": "int>=1", "rng": "rng", "callback": "callable",
+            "options": "option"}
+_PSRO_KW = {"variant": "option", "meta_solver": ("option", "callable"), "oracle": ("option", "callable"),
+            "iterations": "int>=0", "n_candidates": "int>=0", "rng": "rng", "progress": "bool", "callback": "callable",
+            "workers": "workers", "convention": "option", "populations": "option", "options": "option"}
+_NO_OPTIONS = {"options": ("None",)}  # options=None is the documented default (no options)
 
 CASES = {c.name: c for c in [
     # --- games
-    Case("numtk.games.MatrixGame", _matrix_game, {"payoff_row": "array2d", "payoff_col": "array2d"},
-         positional={"payoff_row": 0}),
+    Case("numtk.games.MatrixGame", _matrix_game, {"payoff_row": "array2d", "payoff_col": "array2d",
+                                                  "labels": "option"},
+         positional={"payoff_row": 0}, skip={"labels": ("None",)}),  # labels=None: the documented default
     Case("numtk.games.MatrixGame[zero_sum]", lambda: (_g().MatrixGame, (_payoff63(),), {}),
          {"payoff_row": "array2d"}, positional={"payoff_row": 0}),
     Case("numtk.games.rock_paper_scissors", _rps_make, {"bias": "array1d"}),
@@ -158,10 +172,8 @@ CASES = {c.name: c for c in [
     Case("numtk.games.colonel_blotto", _blotto, {"coins": "count", "fields": "int>=2"},
          positional={"coins": 0, "fields": 1}),
     Case("numtk.games.Goofspiel", _goofspiel, {"n_cards": "int>=2"}, positional={"n_cards": 0}),
-    Case("numtk.games.KuhnPoker.random_policy", _kuhn_random_policy, {"rng": "rng", "deterministic": "bool"},
-         positional={"rng": 0}),
-    Case("numtk.games.LeducPoker.random_policy", _leduc_random_policy, {"rng": "rng", "deterministic": "bool"},
-         positional={"rng": 0}),
+    Case("numtk.games.KuhnPoker.random_policy", _kuhn_random_policy, {"rng": "rng", "deterministic": "bool"}),
+    Case("numtk.games.LeducPoker.random_policy", _leduc_random_policy, {"rng": "rng", "deterministic": "bool"}),
     Case("numtk.games.KuhnPoker.check_policy", _kuhn_check_policy, {"policy": "array2d"}, positional={"policy": 0}),
     Case("numtk.games.KuhnPoker.policy_to_sequence", _kuhn_policy_to_sequence, {"policy": "array2d"},
          positional={"policy": 0}),
@@ -181,43 +193,54 @@ CASES = {c.name: c for c in [
     Case("numtk.games.best_response[kuhn]", _br_kuhn, {**_GAME, "policy": "array2d", "player": "int>=0"},
          positional={"game": 0, "policy": 1, "player": 2}),
     Case("numtk.games.population_exploitability", _pe_lp,
-         {**_GAME, "population": "array1d", "populations": "option", "method": "option", "convention": "option",
-          "tol": "real>=0", "max_iter": "int>=1"}, positional={"game": 0, "population": 1}),
+         {**_GAME, "population": ("array1d", "array2d"), "populations": "option", "method": "option",
+          "convention": "option", "tol": "real>=0", "max_iter": "int>=1", "options": "option"},
+         positional={"game": 0, "population": 1},
+         # np.ones(6), refused as a 2-D stack, is a valid 1-D population: six copies of strategy 1 (ids given as
+         # floats with integral values are accepted)
+         skip={"population": ("np.ones(6)",), **_NO_OPTIONS}),
     Case("numtk.games.population_exploitability[double_oracle]", _pe_do,
          {"population": "array2d", "tol": "real>=0", "max_iter": "int>=1"}, positional={"population": 1}),
     # --- solvers
-    Case("numtk.games.nash_equilibrium[lp]", _nash("lp"), {**_GAME, **_NASH_KW}, positional={"game": 0}),
-    Case("numtk.games.nash_equilibrium[rm+]", _nash("rm+", max_iter=200), {**_NASH_KW}),
-    Case("numtk.games.nash_equilibrium[cfr+]", _nash("cfr+", game="kuhn", max_iter=50), {**_NASH_KW}),
-    Case("numtk.games.nash_equilibrium[double_oracle]", _nash("double_oracle", game="kuhn"), {**_NASH_KW}),
+    Case("numtk.games.nash_equilibrium[lp]", _nash("lp"), {**_GAME, **_NASH_KW}, positional={"game": 0},
+         skip=_NO_OPTIONS),
+    Case("numtk.games.nash_equilibrium[rm+]", _nash("rm+", max_iter=200), {**_NASH_KW}, skip=_NO_OPTIONS),
+    Case("numtk.games.nash_equilibrium[cfr+]", _nash("cfr+", game="kuhn", max_iter=50), {**_NASH_KW},
+         skip=_NO_OPTIONS),
+    Case("numtk.games.nash_equilibrium[double_oracle]", _nash("double_oracle", game="kuhn"), {**_NASH_KW},
+         skip=_NO_OPTIONS),
     Case("numtk.games.meta_strategy[nash]", _meta("nash"),
-         {"meta_game": "array2d", "method": "option", "populations": "option", "rng": "rng"},
+         {"meta_game": "array2d", "method": ("option", "callable"), "populations": "option", "rng": "rng",
+          "options": "option"},
          positional={"meta_game": 0},
-         # populations=None is the documented default: decide shared/per-player from the meta-game
-         skip={"populations": ("None",)}),
+         # populations=None is the documented default: decide shared/per-player from the meta-game; options=None
+         # is the documented default (no options)
+         skip={"populations": ("None",), "options": ("None",)}),
     Case("numtk.games.meta_strategy[per_player]", _meta("nash", G=_payoff63()),
          {"meta_game": "array2d"}, positional={"meta_game": 0}),
     Case("numtk.games.meta_strategy[uniform]", _meta("uniform"), {"meta_game": "array2d", "rng": "rng"},
          positional={"meta_game": 0}),
-    Case("numtk.games.meta_strategy[prd]", _meta("prd", iterations=100),
-         {"meta_game": "array2d", "iterations": "count", "dt": "real>0", "gamma": "real>=0", "rng": "rng"},
+    Case("numtk.games.meta_strategy[prd]", _meta("prd", options={"iterations": 100}),
+         {"meta_game": "array2d", "rng": "rng"}, positional={"meta_game": 0}),
+    Case("numtk.games.meta_strategy[prd,options]", _meta_options("prd", iterations=100),
+         {"meta_game": "array2d", "iterations": "count", "dt": "real>0", "gamma": "real>=0"},
          positional={"meta_game": 0}),
-    Case("numtk.games.meta_strategy[alpha_rank]", _meta("alpha_rank"),
+    Case("numtk.games.meta_strategy[alpha_rank,options]", _meta_options("alpha_rank"),
          {"meta_game": "array2d", "alpha": "real>=0", "m": "int>=2", "inf_alpha": "bool",
           "epsilon": "prob_open"}, positional={"meta_game": 0}),
     Case("numtk.games.meta_strategy[alpha_rank,per_player]", _meta("alpha_rank", G=_payoff63()),
-         {"meta_game": "array2d", "alpha": "real>=0", "m": "int>=2"}, positional={"meta_game": 0}),
-    Case("numtk.games.meta_strategy[rm+]", _meta("rm+", iterations=100),
+         {"meta_game": "array2d"}, positional={"meta_game": 0}),
+    Case("numtk.games.meta_strategy[rm+,options]", _meta_options("rm+", iterations=100),
          {"meta_game": "array2d", "iterations": "count", "tol": "real>=0", "predictive": "bool",
           "check_every": "count"}, positional={"meta_game": 0}),
     Case("numtk.games.meta_strategy[callable]", _meta(_uniform_solver),
          {"meta_game": "array2d", "rng": "rng"}, positional={"meta_game": 0}),
-    Case("numtk.games.psro", _psro(), {**_GAME, **_PSRO_KW}, positional={"game": 0}),
-    Case("numtk.games.psro[kuhn]", _psro("kuhn"), {**_PSRO_KW}),
+    Case("numtk.games.psro", _psro(), {**_GAME, **_PSRO_KW}, positional={"game": 0}, skip=_NO_OPTIONS),
+    Case("numtk.games.psro[kuhn]", _psro("kuhn"), {**_PSRO_KW}, skip=_NO_OPTIONS),
     Case("numtk.games.psro[global]", _psro("kuhn", variant="global", n_candidates=2), {**_PSRO_KW},
          # n_candidates=0 is valid; the candidates (BR to Nash, uniform, PE mixture) then coincide on the first
          # step and history['candidate_pe'] holds NaN for the duplicates, its documented meaning ("not scored")
-         skip={"n_candidates": ("0",)}),
+         skip={"n_candidates": ("0",), **_NO_OPTIONS}),
     Case("numtk.games.psro[goofspiel,per_player]", _psro("goofspiel", populations="per_player"),
          {"iterations": "int>=0", "meta_solver": "option", "rng": "rng", "callback": "callable",
           "workers": "workers"}),

@@ -169,7 +169,7 @@ def test_payoff_matches_tree_walk_for_random_policies(tag):
     game, oracle = game_of(tag), ref_of(tag)
     rng = np.random.default_rng(7)
     for i in range(20):
-        pi = game.random_policy(rng, deterministic=(i % 4 == 3))
+        pi = game.random_policy(rng=rng, deterministic=(i % 4 == 3))
         expected = ref.expected_payoff(oracle, lookup(game, pi))
         assert_allclose(value(game, pi), expected, rtol=1e-12, atol=1e-14)
 
@@ -214,7 +214,7 @@ def test_plans_satisfy_constraints(tag):
     (E, e), (F, f) = sf.constraints
     rng = np.random.default_rng(3)
     for det in (False, True):
-        r0, r1 = game.policy_to_sequence(game.random_policy(rng, deterministic=det))
+        r0, r1 = game.policy_to_sequence(game.random_policy(rng=rng, deterministic=det))
         assert r0.shape == (game.n_sequences[0],) and r1.shape == (game.n_sequences[1],)
         assert r0.dtype == np.float64 and r0.flags.c_contiguous and r1.flags.c_contiguous
         assert r0.min() >= 0 and r1.min() >= 0
@@ -239,7 +239,7 @@ def test_round_trip_on_reached_infosets(tag):
     sf = game.sequence_form()
     rng = np.random.default_rng(11)
     for det in (False, True):
-        pi = game.random_policy(rng, deterministic=det)
+        pi = game.random_policy(rng=rng, deterministic=det)
         r0, r1 = game.policy_to_sequence(pi)
         back = game.sequence_to_policy(r0, r1)
         reach = np.concatenate([r[ps] for r, ps in zip((r0, r1), sf.parent_sequence)])
@@ -257,7 +257,7 @@ def test_round_trip_on_reached_infosets(tag):
 def test_stacks_equal_single_calls(tag):
     game = game_of(tag)
     rng = np.random.default_rng(5)
-    stack = np.stack([game.random_policy(rng, deterministic=bool(i % 2)) for i in range(4)])
+    stack = np.stack([game.random_policy(rng=rng, deterministic=bool(i % 2)) for i in range(4)])
     R0, R1 = game.policy_to_sequence(stack)
     assert R0.shape == (game.n_sequences[0], 4) and R1.shape == (game.n_sequences[1], 4)
     for i in range(4):
@@ -274,7 +274,7 @@ def test_mixture_of_plans_is_the_mixed_strategy():
     # Kuhn's theorem (specs/games.md §2.2 and pitfall 3): mixing plans mixes the payoffs linearly.
     game = KuhnPoker()
     rng = np.random.default_rng(2)
-    members = np.stack([game.random_policy(rng, deterministic=True) for _ in range(3)])
+    members = np.stack([game.random_policy(rng=rng, deterministic=True) for _ in range(3)])
     x = np.array([0.2, 0.5, 0.3])
     R0, _ = game.policy_to_sequence(members)
     _, r1 = game.policy_to_sequence(game.uniform_policy())
@@ -317,17 +317,17 @@ def test_uniform_and_random_policies(tag):
     u = game.uniform_policy()
     assert u.dtype == np.float64 and u.shape == mask.shape
     assert_allclose(u, mask / mask.sum(axis=1, keepdims=True))
-    a = game.random_policy(42)
-    assert_array_equal(a, game.random_policy(np.random.default_rng(42)))
+    a = game.random_policy(rng=42)
+    assert_array_equal(a, game.random_policy(rng=np.random.default_rng(42)))
     assert np.all(a[~mask] == 0) and np.all(a[mask] > 0)
     assert_allclose(a.sum(axis=1), 1.0, atol=1e-15)
-    d = game.random_policy(1, deterministic=True)
+    d = game.random_policy(rng=1, deterministic=True)
     assert set(np.unique(d)) == {0.0, 1.0}
     assert_array_equal(d.sum(axis=1), 1.0)
     assert np.all(d[~mask] == 0)
     assert_array_equal(game.check_policy(d), d)
     # every legal action gets chosen sometimes
-    hits = sum(game.random_policy(s, deterministic=True) for s in range(60))
+    hits = sum(game.random_policy(rng=s, deterministic=True) for s in range(60))
     assert np.all(hits[mask] > 0)
 
 
@@ -341,7 +341,7 @@ def test_check_policy_accepts_and_renormalises():
     assert game.check_policy(src) is not src
     stack = game.check_policy([u, u])
     assert stack.shape == (2,) + u.shape
-    ints = game.check_policy(game.random_policy(0, deterministic=True).astype(np.int64))
+    ints = game.check_policy(game.random_policy(rng=0, deterministic=True).astype(np.int64))
     assert ints.dtype == np.float64
     assert_array_equal(game.check_policy(u.astype(np.float32)).sum(axis=1), 1.0)
 
@@ -382,9 +382,11 @@ def test_check_policy_illegal_mass_and_types():
 def test_random_policy_arguments():
     game = KuhnPoker()
     with pytest.raises(TypeError, match="`deterministic` must be a bool"):
-        game.random_policy(0, deterministic=1)
+        game.random_policy(rng=0, deterministic=1)
     with pytest.raises(TypeError, match="`rng`"):
-        game.random_policy("seed")
+        game.random_policy(rng="seed")
+    with pytest.raises(TypeError, match="positional argument"):
+        game.random_policy(0)  # rng is keyword-only
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -509,7 +511,7 @@ def test_keys_and_values_match_openspiel(tag, spiel_name):
     rows = _row_index(game)
     rng = np.random.default_rng(13)
     for i in range(5):
-        pi = game.random_policy(rng, deterministic=(i == 4))
+        pi = game.random_policy(rng=rng, deterministic=(i == 4))
         walked = _pyspiel_value(sgame.new_initial_state(), rows, pi,
                                 lambda s, p: s.information_state_string(p))
         assert_allclose(value(game, pi), walked, rtol=1e-12, atol=1e-14)
@@ -538,6 +540,6 @@ def test_goofspiel_values_match_openspiel():
 
     rng = np.random.default_rng(17)
     for i in range(5):
-        pi = game.random_policy(rng, deterministic=(i == 4))
+        pi = game.random_policy(rng=rng, deterministic=(i == 4))
         walked = _pyspiel_value(sgame.new_initial_state(), rows, pi, key_of)
         assert_allclose(value(game, pi), walked, rtol=1e-12, atol=1e-14)

@@ -122,9 +122,9 @@ def test_extreme_payoff_scales_are_solved_not_failed(scale):
     base = RPS.payoffs[0]
     ne = nash_equilibrium(MatrixGame(base * scale))
     assert np.allclose(ne.strategies[0] * 16, [1, 10, 5], atol=1e-6)
-    sigma = meta_strategy(base * scale, "nash")
+    sigma = meta_strategy(base * scale, "nash").strategies[0]
     assert np.allclose(sigma * 16, [1, 10, 5], atol=1e-6)
-    sigma = meta_strategy(base * scale, "rm+", iterations=2000)
+    sigma = meta_strategy(base * scale, "rm+", options={"iterations": 2000}).strategies[0]
     assert np.isfinite(sigma).all() and np.allclose(sigma * 16, [1, 10, 5], atol=0.1)
     rm = nash_equilibrium(MatrixGame(base * scale), "rm+", max_iter=2000)
     assert np.isfinite(rm.strategies[0]).all() and np.isfinite(rm.gap)
@@ -147,8 +147,8 @@ def test_population_exploitability_checks_tol_and_max_iter_with_every_method():
                                               ("alpha_rank", {"m": 10**12}, "m")])
 def test_meta_strategy_huge_counts_are_refused_at_once(method, kw, name):
     t0 = time.perf_counter()
-    with pytest.raises(ValueError, match=f"`{name}` must be <="):
-        meta_strategy(RPS.payoffs[0], method, **kw)
+    with pytest.raises(ValueError, match=rf"`options\['{name}'\]` must be <="):
+        meta_strategy(RPS.payoffs[0], method, options=kw)
     assert time.perf_counter() - t0 < 1.0
 
 

@@ -84,6 +84,8 @@ class TestMatrixGame:
             MatrixGame(np.zeros((2, 3)), labels=["a", "b"])
         with pytest.raises(ValueError, match="`labels`"):
             MatrixGame(np.zeros((3, 3)), labels=["a", "b"])
+        with pytest.raises(TypeError, match="`labels` must be a sequence of str"):
+            MatrixGame(np.zeros((3, 3)), labels=3)
 
     def test_repr(self):
         text = repr(rock_paper_scissors())
@@ -269,6 +271,12 @@ class TestDiscGame:
             disc_game(3, rng=np.random.RandomState(0))
         with pytest.raises(ValueError, match="`n` must be >= 1"):
             disc_game(0)
+
+    @pytest.mark.parametrize("make", [random_game_of_skill, disc_game, elo_game])
+    def test_rng_is_keyword_only(self, make):
+        with pytest.raises(TypeError, match="positional argument"):
+            make(4, 0)
+        assert_array_equal(make(4, rng=0).payoffs, make(4, rng=np.random.default_rng(0)).payoffs)
 
 
 class TestEloGame:

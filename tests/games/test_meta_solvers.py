@@ -116,16 +116,19 @@ class TestNash:
     def test_openspiel_lp_example(self):
         # OpenSpiel lp_solver_test: pure NE (row 0, column 1), value 1.
         A = [[2, 1, 5], [-3, -4, -2]]
-        x, y = meta_strategy(A, "nash")
+        x, y = meta_strategy(A, "nash").strategies
         assert_array_equal(x, [1.0, 0.0])
         assert_array_equal(y, [0.0, 1.0, 0.0])
         assert x @ np.array(A) @ y == 1.0
 
     def test_biased_rps_shared(self):
-        sigma = meta_strategy(BIASED, "nash")
+        res = meta_strategy(BIASED, "nash")
+        assert res.populations == "shared"
+        sigma, other = res.strategies
         assert sigma.shape == (3,)
         assert_allclose(sigma, BIASED_NE, atol=1e-12)
-        x, y = meta_strategy(BIASED, "nash", populations="per_player")
+        assert_array_equal(other, sigma)  # one mixture for both seats
+        x, y = meta_strategy(BIASED, "nash", populations="per_player").strategies
         assert_allclose(x, BIASED_NE, atol=1e-12)
         assert_allclose(y, BIASED_NE, atol=1e-12)
 
@@ -137,7 +140,7 @@ class TestNash:
         # and calls the game degenerate; its vertex enumeration finds the one equilibrium.)
         rng = np.random.default_rng(seed)
         A = rng.uniform(-1, 1, (4, 5))
-        x, y = meta_strategy(A, "nash")
+        x, y = meta_strategy(A, "nash").strategies
         equilibria = support_enumeration_ref(A)
         assert len(equilibria) == 1
         (ex, ey), = equilibria
@@ -153,15 +156,15 @@ class TestNash:
 
     def test_matrix_game_input_constant_sum(self):
         A = np.array([[0.6, 0.2], [0.3, 0.9]])
-        x, y = meta_strategy(MatrixGame(A, 1.0 - A))  # shifted to zero-sum
+        x, y = meta_strategy(MatrixGame(A, 1.0 - A)).strategies  # shifted to zero-sum
         assert gap(A, x, y) < 1e-12
         with pytest.raises(ValueError, match="requires a zero-sum game"):
             meta_strategy(MatrixGame(A, A.T), "uniform")
 
 
 def test_uniform():
-    assert_array_equal(meta_strategy(BIASED, "uniform"), np.full(3, 1 / 3))
-    x, y = meta_strategy(np.zeros((2, 5)), "uniform")
+    assert_array_equal(meta_strategy(BIASED, "uniform").strategies[0], np.full(3, 1 / 3))
+    x, y = meta_strategy(np.zeros((2, 5)), "uniform").strategies
     assert_array_equal(x, [0.5, 0.5])
     assert_array_equal(y, np.full(5, 0.2))
 
@@ -171,10 +174,10 @@ def test_uniform():
 # --------------------------------------------------------------------------------------------------
 class TestPRD:
     def test_biased_rps_spec_values(self):
-        sigma = meta_strategy(BIASED, "prd")
+        sigma = meta_strategy(BIASED, "prd").strategies[0]
         assert_allclose(sigma, PRD_BIASED, atol=1e-4)
         assert np.abs(sigma - BIASED_NE).max() < 0.0125  # spec says 0.01; 0.6374 - 10/16 = 0.0124
-        x, y = meta_strategy(BIASED, "prd", populations="per_player")
+        x, y = meta_strategy(BIASED, "prd", populations="per_player").strategies
         assert_allclose(x, PRD_BIASED, atol=1e-4)
         assert_allclose(y, PRD_BIASED, atol=1e-4)
 
@@ -186,9 +189,9 @@ class TestPRD:
         assert_allclose(bad1, PRD_SWAPPED[1], atol=1e-4)
         # ... but the public API builds the tables itself: every way of passing the game gives the
         # correct dynamics, never the swapped ones.
-        results = [meta_strategy(BIASED, "prd"), meta_strategy(MatrixGame(BIASED), "prd"),
-                   *meta_strategy(BIASED, "prd", populations="per_player"),
-                   *meta_strategy(MatrixGame(BIASED), "prd", populations="per_player")]
+        results = [meta_strategy(BIASED, "prd").strategies[0], meta_strategy(MatrixGame(BIASED), "prd").strategies[0],
+                   *meta_strategy(BIASED, "prd", populations="per_player").strategies,
+                   *meta_strategy(MatrixGame(BIASED), "prd", populations="per_player").strategies]
         for r in results:
             assert_allclose(r, PRD_BIASED, atol=1e-4)
             assert np.abs(r - PRD_SWAPPED[0]).max() > 0.5 and np.abs(r - PRD_SWAPPED[1]).max() > 0.5
@@ -233,15 +236,16 @@ class TestPRD:
         assert_allclose(got[1], ref[1], atol=1e-12)
 
     def test_options(self):
-        sigma = meta_strategy(BIASED, "prd", iterations=10, dt=1e-3, gamma=0.0)
+        res = meta_strategy(BIASED, "prd", options={"iterations": 10, "dt": 1e-3, "gamma": 0.0})
         ref = prd_ref(BIASED, -BIASED, np.full(3, 1 / 3), np.full(3, 1 / 3), 10, 1e-3, 0.0)[0]
-        assert_allclose(sigma, ref, atol=1e-15)
-        with pytest.raises(ValueError, match="`gamma` must be < 1 / 3"):
-            meta_strategy(BIASED, "prd", gamma=0.4)
-        with pytest.raises(ValueError, match="`dt`"):
-            meta_strategy(BIASED, "prd", dt=0.0)
-        with pytest.raises(ValueError, match="`iterations` must be >= 1"):
-            meta_strategy(BIASED, "prd", iterations=0)
+        assert_allclose(res.strategies[0], ref, atol=1e-15)
+        assert (res.n_iter, res.success, res.status) == (10, True, "done")
+        with pytest.raises(ValueError, match=r"`options\['gamma'\]` must be < 1 / 3"):
+            meta_strategy(BIASED, "prd", options={"gamma": 0.4})
+        with pytest.raises(ValueError, match=r"`options\['dt'\]`"):
+            meta_strategy(BIASED, "prd", options={"dt": 0.0})
+        with pytest.raises(ValueError, match=r"`options\['iterations'\]` must be >= 1"):
+            meta_strategy(BIASED, "prd", options={"iterations": 0})
 
     def test_kernel_validation(self):
         u = np.full(3, 1 / 3)
@@ -261,8 +265,8 @@ class TestPRD:
 class TestAlphaRank:
     @pytest.mark.parametrize("alpha", [0.01, 1.0, 10.0, 100.0, 1e4])
     def test_rps_uniform(self, alpha):
-        assert_allclose(meta_strategy(rock_paper_scissors().payoffs[0], "alpha_rank", alpha=alpha),
-                        np.full(3, 1 / 3), atol=1e-12)
+        assert_allclose(meta_strategy(rock_paper_scissors().payoffs[0], "alpha_rank",
+                                      options={"alpha": alpha}).strategies[0], np.full(3, 1 / 3), atol=1e-12)
 
     @pytest.mark.parametrize("alpha, expected, atol", [
         (0.1, [0.28692, 0.57956, 0.13352], 5e-6),
@@ -274,15 +278,16 @@ class TestAlphaRank:
     def test_biased_rps_spec_values(self, alpha, expected, atol):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # the stable rho never overflows
-            sigma = meta_strategy(BIASED, "alpha_rank", alpha=alpha)
+            sigma = meta_strategy(BIASED, "alpha_rank", options={"alpha": alpha}).strategies[0]
         assert_allclose(sigma, expected, atol=atol)
 
     def test_transitive(self):
         for alpha in (1.0, 10.0, 100.0, 1e6):
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
-                assert_allclose(meta_strategy(TRANSITIVE, "alpha_rank", alpha=alpha), [1, 0, 0], atol=1e-12)
-        sigma = meta_strategy(TRANSITIVE, "alpha_rank", inf_alpha=True, epsilon=0.01)
+                assert_allclose(meta_strategy(TRANSITIVE, "alpha_rank", options={"alpha": alpha}).strategies[0],
+                                [1, 0, 0], atol=1e-12)
+        sigma = meta_strategy(TRANSITIVE, "alpha_rank", options={"inf_alpha": True, "epsilon": 0.01}).strategies[0]
         assert_allclose(sigma, [0.98020, 0.01478, 0.00503], atol=5e-6)
 
     def test_fixation_stable(self):
@@ -318,7 +323,8 @@ class TestAlphaRank:
             w, v = np.linalg.eig(C.T)
             pi = np.real(v[:, np.argmin(np.abs(w - 1))])
             pi = (pi / pi.sum()).reshape(3, 4)
-            s0, s1 = meta_strategy(G, "alpha_rank", alpha=alpha, m=m, inf_alpha=inf_alpha, epsilon=eps)
+            s0, s1 = meta_strategy(G, "alpha_rank", options={"alpha": alpha, "m": m, "inf_alpha": inf_alpha,
+                                                             "epsilon": eps}).strategies
             assert_allclose(s0, pi.sum(axis=1), atol=1e-10)
             assert_allclose(s1, pi.sum(axis=0), atol=1e-10)
 
@@ -334,7 +340,7 @@ class TestAlphaRank:
             C[s, s] = 1 - C[s].sum()
         w, v = np.linalg.eig(C.T)
         pi = np.real(v[:, np.argmin(np.abs(w - 1))])
-        assert_allclose(meta_strategy(G, "alpha_rank", alpha=0.7), pi / pi.sum(), atol=1e-12)
+        assert_allclose(meta_strategy(G, "alpha_rank", options={"alpha": 0.7}).strategies[0], pi / pi.sum(), atol=1e-12)
 
     def test_profile_limit(self):
         with pytest.raises(ValueError, match="exceeds 10000"):
@@ -354,29 +360,31 @@ class TestAlphaRank:
             warnings.simplefilter("ignore")  # OpenSpiel's own overflow warnings
             for alpha in (0.3, 2.0, 5.0):
                 single = alpharank.compute([G], alpha=alpha, m=50)[2]
-                assert_allclose(meta_strategy(G, "alpha_rank", alpha=alpha), single, atol=1e-9)
+                assert_allclose(meta_strategy(G, "alpha_rank", options={"alpha": alpha}).strategies[0], single,
+                                atol=1e-9)
                 multi = alpharank.compute([P, -P], alpha=alpha, m=30)[2].reshape(3, 4)  # profile (i, j)
-                s0, s1 = meta_strategy(P, "alpha_rank", alpha=alpha, m=30)
+                s0, s1 = meta_strategy(P, "alpha_rank", options={"alpha": alpha, "m": 30}).strategies
                 assert_allclose(s0, multi.sum(axis=1), atol=1e-9)
                 assert_allclose(s1, multi.sum(axis=0), atol=1e-9)
             inf_single = alpharank.compute([G], use_inf_alpha=True, inf_alpha_eps=0.02)[2]
-            assert_allclose(meta_strategy(G, "alpha_rank", inf_alpha=True, epsilon=0.02), inf_single, atol=1e-9)
+            assert_allclose(meta_strategy(G, "alpha_rank", options={"inf_alpha": True, "epsilon": 0.02}).strategies[0],
+                            inf_single, atol=1e-9)
 
     def test_single_member(self):
-        assert_array_equal(meta_strategy([[0.0]], "alpha_rank"), [1.0])
-        x, y = meta_strategy([[0.5]], "alpha_rank")
+        assert_array_equal(meta_strategy([[0.0]], "alpha_rank").strategies[0], [1.0])
+        x, y = meta_strategy([[0.5]], "alpha_rank").strategies
         assert_array_equal(x, [1.0])
         assert_array_equal(y, [1.0])
 
     @pytest.mark.parametrize("opts, err, match", [
-        ({"m": 1}, ValueError, "`m` must be >= 2"),
-        ({"alpha": -1.0}, ValueError, "`alpha`"),
-        ({"epsilon": 0.0, "inf_alpha": True}, ValueError, "`epsilon`"),
-        ({"inf_alpha": 1}, TypeError, "`inf_alpha` must be a bool"),
+        ({"m": 1}, ValueError, r"`options\['m'\]` must be >= 2"),
+        ({"alpha": -1.0}, ValueError, r"`options\['alpha'\]`"),
+        ({"epsilon": 0.0, "inf_alpha": True}, ValueError, r"`options\['epsilon'\]`"),
+        ({"inf_alpha": 1}, TypeError, r"`options\['inf_alpha'\]` must be a bool"),
     ])
     def test_bad_options(self, opts, err, match):
         with pytest.raises(err, match=match):
-            meta_strategy(BIASED, "alpha_rank", **opts)
+            meta_strategy(BIASED, "alpha_rank", options=opts)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -466,23 +474,32 @@ class TestRMPlus:
             assert_array_equal(o, serial)
 
     def test_meta_strategy(self):
-        sigma = meta_strategy(BIASED, "rm+", iterations=3000)
+        sigma = meta_strategy(BIASED, "rm+", options={"iterations": 3000}).strategies[0]
         assert (BIASED @ sigma).max() < 1e-3  # exploitability in the symmetric game
         assert np.abs(sigma - BIASED_NE).max() < 1e-2
         # Shared: the mean of the two averages, whose exploitability is at most gap / 2.
         x, y, _, g, _ = _games_ext.rm_plus(BIASED, max_iter=1000, tol=0.0)
-        s = meta_strategy(BIASED, "rm+")
+        res = meta_strategy(BIASED, "rm+")
+        s = res.strategies[0]
         assert_allclose(s, (x + y) / 2, atol=1e-15)
         assert (BIASED @ s).max() <= g / 2 + 1e-15
+        assert (res.n_iter, res.success, res.status) == (1000, True, "done")  # tol = 0: the budget is the stop
         A = np.random.default_rng(1).uniform(-1, 1, (6, 9))
-        x, y = meta_strategy(A, "rm+", iterations=100_000, tol=1e-8, predictive=True)
+        res = meta_strategy(A, "rm+", options={"iterations": 100_000, "tol": 1e-8, "predictive": True})
+        x, y = res.strategies
         assert gap(A, x, y) <= 1e-8
+        assert res.success and res.status == "converged" and res.n_iter < 100_000
+        # A tolerance out of reach within the budget: success False, the budget spent.
+        _, _, n_iter, g, _ = _games_ext.rm_plus(A, max_iter=20, tol=1e-12, check_every=10)
+        res = meta_strategy(A, "rm+", options={"iterations": 20, "tol": 1e-12})
+        assert g > 1e-12 and n_iter == 20
+        assert (res.n_iter, res.success, res.status) == (20, False, "max_iterations")
 
     def test_bad_options(self):
-        with pytest.raises(ValueError, match="`tol`"):
-            meta_strategy(BIASED, "rm+", tol=-1.0)
-        with pytest.raises(TypeError, match="`predictive` must be a bool"):
-            meta_strategy(BIASED, "rm+", predictive="yes")
+        with pytest.raises(ValueError, match=r"`options\['tol'\]`"):
+            meta_strategy(BIASED, "rm+", options={"tol": -1.0})
+        with pytest.raises(TypeError, match=r"`options\['predictive'\]` must be a bool"):
+            meta_strategy(BIASED, "rm+", options={"predictive": "yes"})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -490,7 +507,9 @@ class TestRMPlus:
 # --------------------------------------------------------------------------------------------------
 class TestCallable:
     def test_shared_renormalised(self):
-        out = meta_strategy(BIASED, lambda G: np.array([0.5, 0.5, 1e-7]))
+        res = meta_strategy(BIASED, lambda G: np.array([0.5, 0.5, 1e-7]))
+        out = res.strategies[0]
+        assert res.populations == "shared" and res.status == "done" and res.n_iter is None
         assert_allclose(out, np.array([0.5, 0.5, 1e-7]) / (1 + 1e-7), rtol=1e-15)
         assert out.sum() == pytest.approx(1.0, abs=1e-15)
 
@@ -502,7 +521,7 @@ class TestCallable:
             return np.eye(G.shape[0])[0] * weight, np.full(G.shape[1], 1 / G.shape[1])
 
         A = np.arange(6.0).reshape(2, 3)
-        x, y = meta_strategy(A, solver, rng=5, weight=1.0)
+        x, y = meta_strategy(A, solver, rng=5, options={"weight": 1.0}).strategies
         assert_array_equal(x, [1.0, 0.0])
         assert_allclose(y, np.full(3, 1 / 3))
         assert_array_equal(seen["G"], A) and not seen["G"].flags.writeable
@@ -532,12 +551,15 @@ class TestValidation:
             meta_strategy(BIASED, 3)
 
     def test_unknown_option(self):
-        with pytest.raises(TypeError, match="got unexpected option\\(s\\) 'prd_dt'; it accepts 'iterations'"):
-            meta_strategy(BIASED, "prd", prd_dt=0.1)
-        with pytest.raises(TypeError, match="it accepts none"):
-            meta_strategy(BIASED, "uniform", alpha=1.0)
-        with pytest.raises(ValueError, match="`highs_method`"):
-            meta_strategy(BIASED, "nash", highs_method="simplex")
+        with pytest.raises(ValueError, match="`options`: unknown key\\(s\\) 'prd_dt' for method='prd'; it accepts "
+                                             "'iterations'"):
+            meta_strategy(BIASED, "prd", options={"prd_dt": 0.1})
+        with pytest.raises(ValueError, match="it accepts none"):
+            meta_strategy(BIASED, "uniform", options={"alpha": 1.0})
+        with pytest.raises(ValueError, match=r"`options\['highs_method'\]`"):
+            meta_strategy(BIASED, "nash", options={"highs_method": "simplex"})
+        with pytest.raises(TypeError, match="`options` must be a dict or None"):
+            meta_strategy(BIASED, "prd", options=[("dt", 0.1)])
 
     def test_populations(self):
         with pytest.raises(ValueError, match="`populations` must be one of 'shared', 'per_player'"):
@@ -546,10 +568,10 @@ class TestValidation:
             meta_strategy(np.ones((3, 3)), populations="shared")
         with pytest.raises(ValueError, match="must be square and antisymmetric"):
             meta_strategy(np.ones((2, 3)), populations="shared")
-        # Antisymmetric input is shared by default; per_player returns a pair for the same matrix.
-        assert isinstance(meta_strategy(BIASED, "uniform"), np.ndarray)
-        assert isinstance(meta_strategy(BIASED, "uniform", populations="per_player"), tuple)
-        assert isinstance(meta_strategy(np.ones((3, 3)), "uniform"), tuple)
+        # Antisymmetric input is shared by default; the result says which reading was used.
+        assert meta_strategy(BIASED, "uniform").populations == "shared"
+        assert meta_strategy(BIASED, "uniform", populations="per_player").populations == "per_player"
+        assert meta_strategy(np.ones((3, 3)), "uniform").populations == "per_player"
 
     @pytest.mark.parametrize("bad, err, match", [
         (np.zeros(3), ValueError, "`meta_game` must be 2-D"),

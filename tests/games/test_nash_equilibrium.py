@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from numtk.games import (KuhnPoker, LeducPoker, MatrixGame, elo_game, exploitability, nash_conv,
-                         nash_equilibrium, rock_paper_scissors)
+                         nash_equilibrium, random_game_of_skill, rock_paper_scissors)
 import reference.games as ref
 
 
@@ -131,3 +131,54 @@ def test_rm_plus_float_storage_certifies_its_gap_in_double():
     # Rounding A to float32 moves products by ~1e-7: the same run to within a few checks.
     assert abs(runs[0][1] - runs[1][1]) <= 50
     np.testing.assert_allclose(runs[0][0], runs[1][0], atol=1e-4)
+
+
+NASH_FIELDS = ["strategies", "plans", "value", "gap", "exploitability", "n_iter", "success", "status", "message",
+               "method", "history", "time"]
+
+
+@pytest.mark.parametrize("method", ["lp", "rm+", "cfr+", "double_oracle"])
+def test_one_result_schema_whatever_the_method_and_game(method, kuhn):
+    games = [random_game_of_skill(8, rng=0)] + ([kuhn] if method != "rm+" else [])
+    for game in games:
+        res = nash_equilibrium(game, method, max_iter=5000)
+        assert list(res.keys()) == NASH_FIELDS
+        assert res.method == method and isinstance(res.message, str) and isinstance(res.n_iter, int)
+        assert res.success == (res.status in ("optimal", "converged", "equilibrium"))
+        if method in ("rm+", "cfr+"):  # success iff the default tol 1e-6 was reached within max_iter
+            assert res.success == (res.gap <= 1e-6) and res.status in ("converged", "max_iterations")
+            assert res.success or res.n_iter == 5000
+        else:
+            assert res.success and res.gap <= 1e-9
+        # the gap is the exact NashConv of the returned profile (best responses, not the solver's estimate)
+        assert res.gap == pytest.approx(nash_conv(game, res.strategies), abs=1e-12)
+        if isinstance(game, MatrixGame):
+            assert res.plans is None
+        else:  # the policy is read off the plans
+            np.testing.assert_array_equal(game.sequence_to_policy(*res.plans), res.strategies)
+        assert res.status == "optimal" if method == "lp" else res.status != "optimal"
+
+
+def test_status_when_the_budget_ends_first_and_when_the_callback_stops():
+    game = elo_game(40, rng=3, noise=0.3)
+    res = nash_equilibrium(game, "rm+", tol=1e-12, max_iter=10)
+    assert (res.status, res.success, res.n_iter) == ("max_iterations", False, 10)
+    assert nash_conv(game, res.strategies) > 1e-12
+    seen = []
+
+    def stop(intermediate):
+        assert set(intermediate.keys()) == {"plans", "value", "gap", "n_iter"}
+        seen.append(intermediate.n_iter)
+        if intermediate.n_iter == 2:
+            raise StopIteration
+
+    res = nash_equilibrium(game, "double_oracle", callback=stop)
+    assert (res.status, res.success, res.n_iter, seen) == ("callback", False, 2, [1, 2])
+    assert list(res.keys()) == NASH_FIELDS
+
+
+def test_double_oracle_statuses_say_why_it_stopped(kuhn):
+    for game in (rock_paper_scissors(), kuhn):
+        res = nash_equilibrium(game, "double_oracle", tol=0.0)
+        assert res.success and res.status in ("converged", "equilibrium")
+        assert nash_conv(game, res.strategies) <= 1e-9

@@ -84,7 +84,7 @@ def test_top_level_reach_sums_to_one(tag):
     game = game_of(tag)
     sf = game.sequence_form()
     rng = np.random.default_rng(0)
-    r0, r1 = game.policy_to_sequence(game.random_policy(rng))
+    r0, r1 = game.policy_to_sequence(game.random_policy(rng=rng))
     for p, q in ((0, r1), (1, r0)):
         w = sf.infoset_reach[p] @ q
         top = sf.parent_sequence[p] == 0
@@ -125,7 +125,7 @@ def test_best_response_from_utilities_binding():
     game = LeducPoker()
     model = model_of(game)
     rng = np.random.default_rng(1)
-    R0, R1 = game.policy_to_sequence(np.stack([game.random_policy(rng) for _ in range(3)]))
+    R0, R1 = game.policy_to_sequence(np.stack([game.random_policy(rng=rng) for _ in range(3)]))
     for player, opp, M, sign in ((0, R1, model.A, 1.0), (1, R0, model.AT, -1.0)):
         c = np.ascontiguousarray(sign * (M @ opp))
         before = c.copy()
@@ -185,8 +185,8 @@ def brute_force_terms(game, player, opponent_plan, anchors, eps):
 
 
 def kuhn_anchors(game, rng):
-    return [game.uniform_policy(), game.random_policy(rng), game.random_policy(rng, deterministic=True),
-            game.random_policy(rng, deterministic=True)]
+    return [game.uniform_policy(), game.random_policy(rng=rng), game.random_policy(rng=rng, deterministic=True),
+            game.random_policy(rng=rng, deterministic=True)]
 
 
 @pytest.mark.parametrize("player", [0, 1])
@@ -196,7 +196,7 @@ def test_anchored_best_responses_match_enumeration(player, lam, eps):
     model = model_of(game)
     rng = np.random.default_rng(int(100 * lam) + player)
     anchors = kuhn_anchors(game, rng)
-    r0, r1 = game.policy_to_sequence(game.random_policy(rng))
+    r0, r1 = game.policy_to_sequence(game.random_policy(rng=rng))
     opp = r1 if player == 0 else r0
     res = diversity_best_responses(model, player, opp, anchors, lam, eps)
     terms = brute_force_terms(game, player, opp, anchors, eps)
@@ -229,8 +229,8 @@ def test_one_anchor_is_the_exact_psd_maximiser():
     model = model_of(game)
     rng = np.random.default_rng(5)
     for _ in range(5):
-        anchors = [game.random_policy(rng, deterministic=True)]
-        r0, r1 = game.policy_to_sequence(game.random_policy(rng))
+        anchors = [game.random_policy(rng=rng, deterministic=True)]
+        r0, r1 = game.policy_to_sequence(game.random_policy(rng=rng))
         res = diversity_best_responses(model, 0, r1, anchors, 0.5, 1e-3)
         exact = max(u + 0.5 * kl.min() for _, u, kl in brute_force_terms(game, 0, r1, anchors, 1e-3))
         assert res.objective[0] == pytest.approx(exact, abs=1e-12)
@@ -240,8 +240,8 @@ def test_lambda_zero_gives_the_plain_best_response():
     game = LeducPoker()
     model = model_of(game)
     rng = np.random.default_rng(2)
-    anchors = [game.random_policy(rng, deterministic=True) for _ in range(3)]
-    r0, r1 = game.policy_to_sequence(game.random_policy(rng))
+    anchors = [game.random_policy(rng=rng, deterministic=True) for _ in range(3)]
+    r0, r1 = game.policy_to_sequence(game.random_policy(rng=rng))
     res = diversity_best_responses(model, 0, r1, anchors, 0.0, 1e-3)
     v, B, L = model.best_response(0, r1)
     assert_allclose(res.values, v, rtol=0, atol=1e-12)
@@ -253,8 +253,8 @@ def test_chunked_anchors_equal_one_batch(monkeypatch):
     game = LeducPoker()
     model = model_of(game)
     rng = np.random.default_rng(3)
-    anchors = [game.random_policy(rng, deterministic=bool(i % 2)) for i in range(7)]
-    r0, r1 = game.policy_to_sequence(game.random_policy(rng))
+    anchors = [game.random_policy(rng=rng, deterministic=bool(i % 2)) for i in range(7)]
+    r0, r1 = game.policy_to_sequence(game.random_policy(rng=rng))
     whole = diversity_best_responses(model, 1, r0, anchors, 0.3, 1e-2)
     monkeypatch.setattr(_psd, "_CHUNK_ELEMENTS", 2 * game.n_sequences[1])  # chunks of two anchors
     parts = diversity_best_responses(model, 1, r0, anchors, 0.3, 1e-2)
@@ -267,7 +267,7 @@ def test_epsilon_zero_stays_finite():
     game = KuhnPoker()
     model = model_of(game)
     rng = np.random.default_rng(4)
-    anchors = [game.random_policy(rng, deterministic=True) for _ in range(3)]
+    anchors = [game.random_policy(rng=rng, deterministic=True) for _ in range(3)]
     r0, r1 = game.policy_to_sequence(game.uniform_policy())
     res = diversity_best_responses(model, 0, r1, anchors, 0.1, 0.0)
     assert np.isfinite(res.values).all() and np.isfinite(res.objective).all()
@@ -293,7 +293,7 @@ def population_of(game, members):
 def test_psd_response_combines_both_seats(tag):
     game = game_of(tag)
     rng = np.random.default_rng(6)
-    members = [game.uniform_policy()] + [game.random_policy(rng, deterministic=True) for _ in range(4)]
+    members = [game.uniform_policy()] + [game.random_policy(rng=rng, deterministic=True) for _ in range(4)]
     pop = population_of(game, members)
     nash = rng.dirichlet(np.ones(pop.size))
     r0, r1, member = psd_response(pop, nash, 0.5, 1e-3)

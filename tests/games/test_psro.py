@@ -151,3 +151,49 @@ def test_per_player_double_oracle():
     assert len(res.population) == 2
     with pytest.raises(ValueError, match="per_player"):
         psro(kuhn, populations="per_player", variant="global")
+
+
+PSRO_FIELDS = ["population", "plans", "meta_game", "meta_strategies", "strategy", "history", "n_iter", "success",
+               "status", "message", "variant", "populations"]
+HISTORY_KEYS = ["population_size", "exploitability", "nash_exploitability", "pe", "n_added", "time", "candidate_pe"]
+
+
+@pytest.mark.parametrize("variant", PSRO_VARIANTS)
+def test_one_result_schema_whatever_the_variant(variant, kuhn):
+    res = psro(kuhn, variant=variant, iterations=3, n_candidates=2, rng=0)
+    assert list(res.keys()) == PSRO_FIELDS and list(res.history) == HISTORY_KEYS
+    assert res.variant == variant and res.populations == "shared"
+    assert res.success == (res.status == "equilibrium")
+    assert (res.history["candidate_pe"] is None) == (variant != "global")
+    assert list(res.strategy.keys()) == ["mixture", "policy"]
+
+
+def test_per_player_has_the_same_schema_and_callback(kuhn):
+    seen = []
+
+    def callback(intermediate):
+        assert list(intermediate.keys()) == PSRO_FIELDS and list(intermediate.history) == HISTORY_KEYS
+        assert intermediate.status == "running" and not intermediate.success
+        assert intermediate.populations == "per_player" and intermediate.n_iter == len(seen) + 1
+        # the intermediate population is the one the history describes last
+        assert sum(len(p) for p in intermediate.population) == intermediate.history["population_size"][-1]
+        seen.append(intermediate.n_iter)
+        if len(seen) == 2:
+            raise StopIteration
+
+    res = psro(kuhn, populations="per_player", iterations=20, callback=callback)
+    assert list(res.keys()) == PSRO_FIELDS and list(res.history) == HISTORY_KEYS
+    assert (res.status, res.success, res.n_iter, seen) == ("callback", False, 2, [1, 2])
+    assert res.history["candidate_pe"] is None
+    done = psro(kuhn, populations="per_player", iterations=100)
+    assert (done.status, done.success) == ("equilibrium", True)
+
+
+def test_shared_callback_gets_the_result_schema(kuhn):
+    def callback(intermediate):
+        assert list(intermediate.keys()) == PSRO_FIELDS and intermediate.status == "running"
+        assert len(intermediate.population) == intermediate.history["population_size"][-1]
+        raise StopIteration
+
+    res = psro(kuhn, iterations=20, callback=callback)
+    assert (res.status, res.success, res.n_iter) == ("callback", False, 1)

@@ -16,6 +16,7 @@ import scipy.sparse
 
 from numtk._lib import Result, normalize_rng
 from numtk._lib import _validation
+from numtk._lib._constraints import constraints
 from numtk.games import _games_ext
 
 __all__ = ["ExtensiveFormGame", "KuhnPoker", "LeducPoker", "Goofspiel"]
@@ -215,6 +216,7 @@ class ExtensiveFormGame:
     # ------------------------------------------------------------------------------------------------
     # sequence form
 
+    @constraints()
     def sequence_form(self) -> Result:
         """The sequence form of the game, built once and cached (the same Result on every call).
 
@@ -283,6 +285,7 @@ class ExtensiveFormGame:
     # ------------------------------------------------------------------------------------------------
     # policies
 
+    @constraints()
     def uniform_policy(self) -> np.ndarray:
         """The uniform policy: every legal action of every infoset equally likely.
 
@@ -300,7 +303,8 @@ class ExtensiveFormGame:
         data = self._data()
         return data["legal_mask"] * data["inv_n_actions"][:, None]
 
-    def random_policy(self, rng: Any = None, *, deterministic: bool = False) -> np.ndarray:
+    @constraints(rng="rng", deterministic="bool")
+    def random_policy(self, *, rng: Any = None, deterministic: bool = False) -> np.ndarray:
         """A random tabular policy.
 
         Parameters
@@ -319,7 +323,7 @@ class ExtensiveFormGame:
         Examples
         --------
         >>> from numtk.games._efg import KuhnPoker
-        >>> pi = KuhnPoker().random_policy(0, deterministic=True)
+        >>> pi = KuhnPoker().random_policy(rng=0, deterministic=True)
         >>> pi.shape, sorted(set(pi.ravel().tolist()))
         ((12, 2), [0.0, 1.0])
         """
@@ -341,6 +345,7 @@ class ExtensiveFormGame:
         policy *= (1.0 / (policy @ np.ones(mask.shape[1])))[:, None]
         return policy
 
+    @constraints(policy="array2d", name="any")
     def check_policy(self, policy: Any, name: str = "policy") -> np.ndarray:
         """Validate a tabular policy (or a stack of them) and return a float64 C-contiguous copy.
 
@@ -349,7 +354,8 @@ class ExtensiveFormGame:
         policy : array_like, shape (N_I, max_actions) or (k, N_I, max_actions)
             Rows are infosets (player 0's first), columns action ids.
         name : str, default 'policy'
-            The parameter name used in error messages.
+            The parameter name used in error messages. Not checked: any object is accepted and is
+            only formatted into the messages.
 
         Returns
         -------
@@ -393,6 +399,7 @@ class ExtensiveFormGame:
             raise ValueError(f"`{name}` {what} (at {stack}{self._row_label(int(row))})")
         return out
 
+    @constraints(policy="array2d")
     def policy_to_sequence(self, policy: Any) -> tuple[np.ndarray, np.ndarray]:
         """Realization plans of a behavioural policy: ``r(I, a) = r(parent(I)) * pi(a | I)``.
 
@@ -431,6 +438,7 @@ class ExtensiveFormGame:
             offset += p["parent_sequence"].shape[0]
         return out[0], out[1]
 
+    @constraints(r0="array1d", r1="array1d")
     def sequence_to_policy(self, r0: Any, r1: Any) -> np.ndarray:
         """Behavioural policy of a pair of realization plans: ``pi(a | I) = r(I, a) / r(parent(I))``.
 
@@ -454,7 +462,7 @@ class ExtensiveFormGame:
         >>> import numpy as np
         >>> from numtk.games._efg import KuhnPoker
         >>> game = KuhnPoker()
-        >>> pi = game.random_policy(1)
+        >>> pi = game.random_policy(rng=1)
         >>> bool(np.allclose(game.sequence_to_policy(*game.policy_to_sequence(pi)), pi))
         True
         """
@@ -537,6 +545,7 @@ def _assemble(data: dict) -> Result:
     )
 
 
+@constraints()
 class KuhnPoker(ExtensiveFormGame):
     """Kuhn poker for two players, as OpenSpiel's ``kuhn_poker``.
 
@@ -574,6 +583,7 @@ class KuhnPoker(ExtensiveFormGame):
         super().__init__()
 
 
+@constraints()
 class LeducPoker(ExtensiveFormGame):
     """Leduc poker for two players, as OpenSpiel's ``leduc_poker`` (Southey et al. 2005).
 
@@ -610,6 +620,7 @@ class LeducPoker(ExtensiveFormGame):
         super().__init__()
 
 
+@constraints(n_cards="int>=2")
 class Goofspiel(ExtensiveFormGame):
     """Goofspiel with ``n_cards`` cards, as OpenSpiel's ``goofspiel`` turned turn-based.
 

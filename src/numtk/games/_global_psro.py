@@ -73,7 +73,7 @@ def global_step(pop: Any, *, nash: np.ndarray, x_pe: np.ndarray, n_candidates: i
     x_new = solved[choice][0]
     for target in (x_new, None):
         if target is None:
-            target = np.asarray(meta_strategy(pop.G, "nash", populations="shared"), dtype=np.float64)
+            target = np.asarray(meta_strategy(pop.G, "nash", populations="shared").strategies[0], dtype=np.float64)
         r0, r1, member = respond(target[:, None])[0]
         if pop.add(r0, r1, member):
             break

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from numtk._lib import normalize_rng
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_finite, check_int, check_real
 
 __all__ = [
@@ -51,7 +52,10 @@ def _labels(labels: Any, m: int, n: int) -> tuple | None:
         return None
     if isinstance(labels, str):
         raise TypeError("`labels` must be a sequence of str (or a pair of them), not a single str")
-    labels = tuple(labels)
+    try:
+        labels = tuple(labels)
+    except TypeError:
+        raise TypeError(f"`labels` must be a sequence of str (or a pair of them); got {type(labels).__name__}") from None
     if m == n and len(labels) == m and all(isinstance(s, str) for s in labels):
         return labels
     if len(labels) == 2 and not all(isinstance(s, str) for s in labels):
@@ -63,6 +67,7 @@ def _labels(labels: Any, m: int, n: int) -> tuple | None:
                      f"(row labels of length {m}, column labels of length {n}); got {labels!r}")
 
 
+@constraints(payoff_row="array2d", payoff_col="array2d", labels="option")
 class MatrixGame:
     r"""A two-player normal-form game given by its payoff matrices.
 
@@ -286,6 +291,7 @@ def _symmetric_game(M: np.ndarray, params: dict, labels=None) -> MatrixGame:
     return game
 
 
+@constraints(bias="array1d")
 def rock_paper_scissors(bias: Sequence[float] | None = None) -> MatrixGame:
     """Rock-paper-scissors, optionally biased.
 
@@ -336,7 +342,8 @@ def rock_paper_scissors(bias: Sequence[float] | None = None) -> MatrixGame:
     return _symmetric_game(M, {"bias": (a, b, c)}, labels=("rock", "paper", "scissors"))
 
 
-def random_game_of_skill(n: int, rng: Any = None) -> MatrixGame:
+@constraints(n="count", rng="rng")
+def random_game_of_skill(n: int, *, rng: Any = None) -> MatrixGame:
     r"""A random game of skill: a random transitive part plus a random cyclic part.
 
     Parameters
@@ -383,7 +390,8 @@ def random_game_of_skill(n: int, rng: Any = None) -> MatrixGame:
     return _symmetric_game(M, {"skill": s})
 
 
-def disc_game(n: int, rng: Any = None) -> MatrixGame:
+@constraints(n="count", rng="rng")
+def disc_game(n: int, *, rng: Any = None) -> MatrixGame:
     r"""The disc game: a purely cyclic game on random points of the unit disc.
 
     Parameters
@@ -431,7 +439,8 @@ def disc_game(n: int, rng: Any = None) -> MatrixGame:
     return _symmetric_game(M, {"points": points})
 
 
-def elo_game(n: int, rng: Any = None, *, noise: float = 0.0) -> MatrixGame:
+@constraints(n="count", rng="rng", noise="real>=0")
+def elo_game(n: int, *, rng: Any = None, noise: float = 0.0) -> MatrixGame:
     r"""A transitive game from Elo-style ratings, optionally with antisymmetric noise.
 
     Parameters
@@ -498,6 +507,7 @@ def _compositions(coins: int, fields: int) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
+@constraints(coins="count", fields="int>=2")
 def colonel_blotto(coins: int, fields: int) -> MatrixGame:
     r"""Colonel Blotto: split ``coins`` over ``fields`` battlefields; win more fields than the opponent.
 

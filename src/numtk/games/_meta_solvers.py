@@ -22,8 +22,9 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import linalg as sla
 
-from numtk._lib import normalize_rng
-from numtk._lib._validation import check_bool, check_int, check_option, check_real
+from numtk._lib import Result, normalize_rng
+from numtk._lib._constraints import constraints
+from numtk._lib._validation import check_bool, check_int, check_option, check_options, check_real
 from numtk.games import _games_ext
 from numtk.games._lp import payoff_scale, solve_matrix_game
 from numtk.games._model import MAX_ITER
@@ -48,6 +49,11 @@ _MAX_M = 10**9            # alpha-rank's population size m
 _MAX_PROFILES = 10_000    # alpha-rank, per-player: the dense chain on k0 * k1 profiles (800 MB at the cap)
 
 Strategy = Union[np.ndarray, "tuple[np.ndarray, np.ndarray]"]
+
+
+def _opt(name: str) -> str:
+    """How the messages name an option: ``options['name']``."""
+    return f"options['{name}']"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -80,13 +86,15 @@ def _prepare(meta_game: Any, populations: str | None) -> tuple[np.ndarray, bool]
     return G, shared
 
 
-def _options(method: str, given: dict[str, Any]) -> dict[str, Any]:
+def _options(method: str, given: Any) -> dict[str, Any]:
+    """The method's options: the defaults updated by ``given`` (a dict or None), unknown keys refused."""
+    given = check_options(given)
     defaults = _DEFAULTS[method]
     unknown = sorted(set(given) - set(defaults))
     if unknown:
         accepted = ", ".join(repr(k) for k in defaults) or "none"
-        raise TypeError(f"meta_strategy(method={method!r}) got unexpected option(s) "
-                        f"{', '.join(repr(k) for k in unknown)}; it accepts {accepted}")
+        raise ValueError(f"`options`: unknown key(s) {', '.join(repr(k) for k in unknown)} for "
+                         f"method={method!r}; it accepts {accepted}")
     return {**defaults, **given}
 
 
@@ -111,16 +119,17 @@ def _clean(sigma: Any, length: int, what: str) -> np.ndarray:
 # the methods
 # --------------------------------------------------------------------------------------------------
 def _prd(G: np.ndarray, iterations: Any, dt: Any, gamma: Any):
-    iterations = check_int(iterations, "iterations", minimum=1, maximum=MAX_ITER)
-    dt = check_real(dt, "dt", low=0.0, low_open=True)
-    gamma = check_real(gamma, "gamma", low=0.0)
+    iterations = check_int(iterations, _opt("iterations"), minimum=1, maximum=MAX_ITER)
+    dt = check_real(dt, _opt("dt"), low=0.0, low_open=True)
+    gamma = check_real(gamma, _opt("gamma"), low=0.0)
     k0, k1 = G.shape
     if gamma * max(k0, k1) >= 1.0:
-        raise ValueError(f"`gamma` must be < 1 / {max(k0, k1)} (one over the number of strategies); got {gamma}")
+        raise ValueError(f"`{_opt('gamma')}` must be < 1 / {max(k0, k1)} (one over the number of strategies); "
+                         f"got {gamma}")
     x0, x1 = np.full(k0, 1.0 / k0), np.full(k1, 1.0 / k1)
     # Both tables [row member, column member]: player 1's payoff in a zero-sum game is -G, not -G.T.
     avg0, avg1, _, _ = _games_ext.projected_replicator_dynamics(G, -G, x0, x1, iterations, dt, gamma)
-    return avg0, avg1
+    return avg0, avg1, iterations
 
 
 def _fixation(u: np.ndarray, m: int) -> np.ndarray:
@@ -225,25 +234,25 @@ def _alpha_rank_multi(G: np.ndarray, alpha: float, m: int, inf_alpha: bool,
 
 
 def _alpha_rank(G: np.ndarray, shared: bool, alpha: Any, m: Any, inf_alpha: Any, epsilon: Any):
-    alpha = check_real(alpha, "alpha", low=0.0)
-    m = check_int(m, "m", minimum=2, maximum=_MAX_M)
-    inf_alpha = check_bool(inf_alpha, "inf_alpha")
-    epsilon = check_real(epsilon, "epsilon", low=0.0, high=1.0, low_open=True, high_open=True)
+    alpha = check_real(alpha, _opt("alpha"), low=0.0)
+    m = check_int(m, _opt("m"), minimum=2, maximum=_MAX_M)
+    inf_alpha = check_bool(inf_alpha, _opt("inf_alpha"))
+    epsilon = check_real(epsilon, _opt("epsilon"), low=0.0, high=1.0, low_open=True, high_open=True)
     if shared:
         return _alpha_rank_single(G, alpha, m, inf_alpha, epsilon)
     return _alpha_rank_multi(G, alpha, m, inf_alpha, epsilon)
 
 
 def _rm_plus(G: np.ndarray, iterations: Any, tol: Any, predictive: Any, check_every: Any):
-    iterations = check_int(iterations, "iterations", minimum=1, maximum=MAX_ITER)
-    tol = check_real(tol, "tol", low=0.0)
-    predictive = check_bool(predictive, "predictive")
-    check_every = check_int(check_every, "check_every", minimum=1, maximum=MAX_ITER)
+    iterations = check_int(iterations, _opt("iterations"), minimum=1, maximum=MAX_ITER)
+    tol = check_real(tol, _opt("tol"), low=0.0)
+    predictive = check_bool(predictive, _opt("predictive"))
+    check_every = check_int(check_every, _opt("check_every"), minimum=1, maximum=MAX_ITER)
     # RM+ is invariant under scaling the payoffs; tiny (denormal) or huge ones are scaled first.
     scale = payoff_scale(G)
-    x, y, _, _, _ = _games_ext.rm_plus(G if scale == 1.0 else G / scale, max_iter=iterations, tol=tol / scale,
-                                       check_every=check_every, predictive=predictive)
-    return x, y
+    x, y, n_iter, gap, _ = _games_ext.rm_plus(G if scale == 1.0 else G / scale, max_iter=iterations,
+                                              tol=tol / scale, check_every=check_every, predictive=predictive)
+    return x, y, int(n_iter), float(gap) * scale, tol
 
 
 def _call(method: Callable, G: np.ndarray, shared: bool, rng: Any, options: dict[str, Any]) -> Strategy:
@@ -272,8 +281,10 @@ def _call(method: Callable, G: np.ndarray, shared: bool, rng: Any, options: dict
 # --------------------------------------------------------------------------------------------------
 # public
 # --------------------------------------------------------------------------------------------------
+@constraints(meta_game="array2d", method=("option", "callable"), populations="option", rng="rng",
+             options="option")
 def meta_strategy(meta_game: ArrayLike | MatrixGame, method: str | Callable = "nash", *,
-                  populations: str | None = None, rng: Any = None, **options: Any) -> Strategy:
+                  populations: str | None = None, rng: Any = None, options: dict | None = None) -> Result:
     r"""The meta-strategy of a population: the mixture a PSRO iteration plays, from the meta-game.
 
     Parameters
@@ -286,8 +297,9 @@ def meta_strategy(meta_game: ArrayLike | MatrixGame, method: str | Callable = "n
         then shifted) :class:`MatrixGame` is accepted too.
     method : {'nash', 'uniform', 'prd', 'alpha_rank', 'rm+'} or callable, optional
         - ``'nash'`` (default): a Nash equilibrium of ``G`` from one HiGHS LP (the simplex vertex,
-          deterministic; *a* Nash equilibrium when there are several). Option ``highs_method``.
-        - ``'uniform'``: ``1 / k``.
+          deterministic; *a* Nash equilibrium when there are several). Option ``highs_method``
+          (``'auto'``, ``'highs'``, ``'highs-ds'``, ``'highs-ipm'``).
+        - ``'uniform'``: ``1 / k``. No options.
         - ``'prd'``: projected replicator dynamics, the average of the iterates (OpenSpiel's
           defaults). Options ``iterations=100000``, ``dt=1e-3``, ``gamma=1e-6`` (the floor of every
           probability). Not an exact solver.
@@ -304,29 +316,48 @@ def meta_strategy(meta_game: ArrayLike | MatrixGame, method: str | Callable = "n
           renormalised. It receives ``rng`` too if its signature takes it.
     populations : {None, 'shared', 'per_player'}, optional
         ``None`` (default) decides from ``G``: shared when it is square and antisymmetric (within
-        1e-12 relative), per-player otherwise. Pass it explicitly when the type of the result
-        matters (a per-player meta-game can happen to be antisymmetric).
+        1e-12 relative), per-player otherwise. The field ``populations`` of the result says which
+        was used.
     rng : {None, int, numpy.random.Generator}, optional
         Passed to a callable ``method`` that accepts it; the built-in methods are deterministic.
-    **options
-        The method's options listed above; others raise ``TypeError``. Iteration counts
-        (``iterations``, ``check_every``) are at most 1e8 and alpha-Rank's ``m`` at most 1e9.
+    options : dict, optional
+        The method's options listed above (for a callable, the keywords it is called with); an
+        unknown key raises ``ValueError``. Iteration counts (``iterations``, ``check_every``) are at
+        most 1e8 and alpha-Rank's ``m`` at most 1e9.
 
     Returns
     -------
-    sigma : ndarray, shape (k,)
-        For shared populations: the mixture over members, for both seats.
-    (sigma0, sigma1) : tuple of ndarray, shapes (k0,) and (k1,)
-        For per-player populations: the mixtures of players 0 and 1.
+    res : Result
+        With fields
+
+        strategies : tuple of ndarray, shapes (k0,) and (k1,)
+            ``(sigma0, sigma1)``, the mixtures of players 0 and 1 over their members. For shared
+            populations both are the same mixture (over the members, for both seats), as two
+            arrays.
+        populations : str
+            ``'shared'`` or ``'per_player'``: how the meta-game was read.
+        method : str or callable
+            The method used.
+        n_iter : int or None
+            Iterations run by ``'prd'`` and ``'rm+'``; None for the other methods.
+        success : bool
+            False only when ``'rm+'`` with ``tol > 0`` used all its iterations without reaching it.
+        status : str
+            ``'optimal'`` (``'nash'``: HiGHS solved the LP), ``'done'`` (a method without a
+            tolerance ran to completion: ``'uniform'``, ``'prd'``, ``'alpha_rank'``, ``'rm+'`` with
+            ``tol=0``, a callable), ``'converged'`` (``'rm+'`` reached ``tol``) or
+            ``'max_iterations'`` (``'rm+'`` did not).
+        message : str
+            A sentence describing ``status``.
 
     Raises
     ------
     ValueError
-        An unknown ``method`` or ``populations``, an invalid meta-game (not 2-D, empty, non-finite,
-        not antisymmetric with ``populations='shared'``, general-sum), an option out of range, or a
-        callable whose output is not a probability vector of the right length.
+        An unknown ``method``, ``populations`` or option, an invalid meta-game (not 2-D, empty,
+        non-finite, not antisymmetric with ``populations='shared'``, general-sum), an option out of
+        range, or a callable whose output is not a probability vector of the right length.
     TypeError
-        An unknown option, or an option or ``meta_game`` of the wrong type.
+        An option, ``options`` or ``meta_game`` of the wrong type.
 
     Notes
     -----
@@ -360,42 +391,62 @@ def meta_strategy(meta_game: ArrayLike | MatrixGame, method: str | Callable = "n
     >>> from numtk.games._matrix_games import rock_paper_scissors
     >>> from numtk.games._meta_solvers import meta_strategy
     >>> G = rock_paper_scissors(bias=(0.5, 0.25, 0.05)).payoffs[0]
-    >>> meta_strategy(G, "nash") * 16                    # shared: one sigma, the NE (1, 10, 5) / 16
-    array([ 1., 10.,  5.])
-    >>> np.round(meta_strategy(G, "prd"), 4)             # PRD is close, not exact
+    >>> res = meta_strategy(G, "nash")                     # shared: G is antisymmetric
+    >>> res.populations, res.strategies[0] * 16            # the NE (1, 10, 5) / 16
+    ('shared', array([ 1., 10.,  5.]))
+    >>> np.round(meta_strategy(G, "prd").strategies[0], 4)     # PRD is close, not exact
     array([0.0547, 0.6374, 0.308 ])
-    >>> np.round(meta_strategy(G, "alpha_rank", alpha=1.0), 5)
+    >>> np.round(meta_strategy(G, "alpha_rank", options={"alpha": 1.0}).strategies[0], 5)
     array([0.1744 , 0.71704, 0.10856])
-    >>> x, y = meta_strategy([[2, 1, 5], [-3, -4, -2]])  # per-player: (sigma0, sigma1)
-    >>> x, y
-    (array([1., 0.]), array([0., 1., 0.]))
-    >>> meta_strategy(G, lambda G: np.ones(3) / 3)
+    >>> res = meta_strategy([[2, 1, 5], [-3, -4, -2]])    # per-player: (sigma0, sigma1)
+    >>> res.populations, res.strategies
+    ('per_player', (array([1., 0.]), array([0., 1., 0.])))
+    >>> meta_strategy(G, lambda G: np.ones(3) / 3).strategies[0]
     array([0.33333333, 0.33333333, 0.33333333])
     """
     G, shared = _prepare(meta_game, populations)
+    kind = "shared" if shared else "per_player"
+    k0, k1 = G.shape
+
+    def result(x, y, status, message, n_iter=None, success=True):
+        return Result(strategies=(x, y.copy() if y is x else y), populations=kind, method=method,
+                      n_iter=n_iter, success=bool(success), status=status, message=message)
+
     if callable(method):
-        return _call(method, G, shared, rng, options)
+        out = _call(method, G, shared, rng, check_options(options))
+        x, y = (out, out) if shared else out
+        return result(x, y, "done", "the callable's mixture, checked and renormalised")
     if not isinstance(method, str) or method not in META_SOLVERS:
         listed = ", ".join(repr(s) for s in META_SOLVERS)
         raise ValueError(f"`method` must be one of {listed} or a callable; got {method!r}")
     normalize_rng(rng)  # validated for a uniform interface, unused by the built-in methods
     opts = _options(method, options)
-    k0, k1 = G.shape
 
     if method == "nash":
-        check_option(opts["highs_method"], "highs_method", _HIGHS)
+        check_option(opts["highs_method"], _opt("highs_method"), _HIGHS)
         x, y, _ = solve_matrix_game(G, highs_method=opts["highs_method"])
-        return x if shared else (x, y)
+        return result(x, x if shared else y, "optimal", "optimal (HiGHS)")
     if method == "uniform":
         x, y = np.full(k0, 1.0 / k0), np.full(k1, 1.0 / k1)
-        return x if shared else (x, y)
+        return result(x, x if shared else y, "done", "the uniform mixture")
+    if method == "alpha_rank":
+        out = _alpha_rank(G, shared, **opts)
+        x, y = (out, out) if shared else out
+        return result(x, y, "done", "the stationary distribution of alpha-Rank's Markov chain")
     if method == "prd":
-        x, y = _prd(G, **opts)
-    elif method == "alpha_rank":
-        return _alpha_rank(G, shared, **opts)
+        x, y, n_iter = _prd(G, **opts)
+        status, message, success = "done", f"ran {n_iter} iterations of projected replicator dynamics", True
     else:  # "rm+"
-        x, y = _rm_plus(G, **opts)
+        x, y, n_iter, gap, tol = _rm_plus(G, **opts)
+        if tol == 0.0:
+            status, message, success = "done", f"ran {n_iter} iterations (tol = 0)", True
+        elif gap <= tol:
+            status, message, success = "converged", "the NashConv of the averages is below tol", True
+        else:
+            status, message, success = ("max_iterations", f"maximum number of iterations reached; the NashConv "
+                                        f"of the averages is {gap:.3g} > tol = {tol:g}", False)
     if shared:
         s = 0.5 * (x + y)
-        return s / s.sum()
-    return x / x.sum(), y / y.sum()
+        s = s / s.sum()
+        return result(s, s, status, message, n_iter, success)
+    return result(x / x.sum(), y / y.sum(), status, message, n_iter, success)

@@ -9,6 +9,7 @@ import numpy as np
 from scipy import optimize, sparse
 
 from numtk._lib import Result, normalize_rng
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import (as_array, check_bool, check_callback, check_int,
                                      check_option, check_options, check_real)
 from numtk.games import _games_ext
@@ -52,7 +53,7 @@ def _double_oracle(model: GameModel, R0: np.ndarray, R1: np.ndarray, tol: float,
                    highs_method: str, callback: Callable | None):
     history = []
     keys = [{R0[:, j].tobytes() for j in range(R0.shape[1])}, {R1[:, j].tobytes() for j in range(R1.shape[1])}]
-    message = "maximum number of iterations reached"
+    status, message = "max_iterations", "maximum number of iterations reached"
     success = False
     for it in range(1, max_iter + 1):
         x, y, value = _restricted_value(model, R0, R1, highs_method)
@@ -67,13 +68,14 @@ def _double_oracle(model: GameModel, R0: np.ndarray, R1: np.ndarray, tol: float,
             try:
                 callback(Result(plans=(r0, r1), value=value, gap=gap, n_iter=it))
             except StopIteration:
-                message = "stopped by the callback"
+                status, message = "callback", "stopped by the callback"
                 break
         if gap <= tol:
-            message, success = "gap below tol", True
+            status, message, success = "converged", "gap below tol", True
             break
         if not (new0 or new1):
-            message, success = "no new best response: the restricted equilibrium is an equilibrium", True
+            status, message, success = ("equilibrium", "no new best response: the restricted equilibrium is an "
+                                        "equilibrium", True)
             break
         if new0:
             R0 = np.column_stack([R0, b0])
@@ -81,9 +83,11 @@ def _double_oracle(model: GameModel, R0: np.ndarray, R1: np.ndarray, tol: float,
         if new1:
             R1 = np.column_stack([R1, b1])
             keys[1].add(b1.tobytes())
-    return r0, r1, value, it, success, message, np.asarray(history), (R0.shape[1], R1.shape[1])
+    return r0, r1, value, it, success, status, message, np.asarray(history), (R0.shape[1], R1.shape[1])
 
 
+@constraints(game="option", method="option", tol="real>=0", max_iter="int>=1", rng="rng", callback="callable",
+             options="option")
 def nash_equilibrium(game: Any, method: str = "lp", *, tol: float | None = None, max_iter: int | None = None,
                      rng: Any = None, callback: Callable | None = None, options: dict | None = None) -> Result:
     """A Nash equilibrium of a two-player zero-sum game.
@@ -112,7 +116,12 @@ def nash_equilibrium(game: Any, method: str = "lp", *, tol: float | None = None,
         Double oracle only: with an ``rng``, a matrix game's starting strategies are drawn at random
         (default: the first strategy of each player; extensive-form games start from uniform).
     callback : callable, optional
-        Double oracle: called with an intermediate Result each iteration; raise ``StopIteration`` to stop.
+        ``callback(intermediate_result)``, called by double oracle after each iteration (the
+        compiled methods and the LP do not call it) with a Result of fields ``plans`` (the
+        restricted equilibrium's realization plans ``(r0, r1)``; ``(1, x)`` and ``(1, y)`` for a
+        matrix game), ``value`` (the restricted game's value), ``gap`` (the NashConv of those
+        plans) and ``n_iter``. Raising ``StopIteration`` stops the run, which then returns normally
+        with ``status='callback'``.
     options : dict, optional
         'lp': ``highs_method`` ('auto' picks dual simplex up to 2.5e5 matrix entries and interior
         point above; extensive-form games default to 'highs'). 'rm+': ``predictive`` (PRM+),
@@ -120,12 +129,39 @@ def nash_equilibrium(game: Any, method: str = "lp", *, tol: float | None = None,
 
     Returns
     -------
-    Result
-        ``strategies`` ((x, y) for a matrix game; one tabular policy for an extensive-form game),
-        ``plans`` (extensive-form: realization plans), ``value`` (for player 0), ``gap`` (the
-        NashConv of the returned profile, always recomputed exactly by best response),
-        ``exploitability`` (gap / 2), ``n_iter``, ``method``, ``success``, ``message``, ``history``
-        (gaps of the iterative methods), ``time``.
+    res : Result
+        With fields
+
+        strategies : tuple of ndarray, or ndarray
+            Matrix game: ``(x, y)``, the players' mixed strategies. Extensive-form game: one
+            tabular policy holding both players' rows.
+        plans : tuple of ndarray or None
+            Extensive-form game: the realization plans ``(r0, r1)``. None for a matrix game.
+        value : float
+            The value of the returned profile for player 0.
+        gap : float
+            The NashConv of the returned profile, always recomputed exactly by best response.
+        exploitability : float
+            ``gap / 2``.
+        n_iter : int
+            Iterations run: 1 for ``'lp'`` (one LP solve); for the others, RM+/CFR+ iterations or
+            double-oracle rounds.
+        success : bool
+            True when ``status`` is ``'optimal'``, ``'converged'`` or ``'equilibrium'``.
+        status : str
+            ``'optimal'`` (``'lp'``: HiGHS solved the LP), ``'converged'`` (the gap reached
+            ``tol``), ``'equilibrium'`` (double oracle: no new best response, which certifies the
+            restricted equilibrium), ``'max_iterations'`` (``max_iter`` reached first) or
+            ``'callback'`` (stopped by the callback).
+        message : str
+            A sentence describing ``status``.
+        method : str
+            The method used.
+        history : ndarray
+            The gaps of the iterative methods (every ``check_every`` iterations for RM+ and CFR+,
+            every round for double oracle); empty for ``'lp'``.
+        time : float
+            Wall-clock seconds.
 
     Notes
     -----
@@ -159,7 +195,7 @@ def nash_equilibrium(game: Any, method: str = "lp", *, tol: float | None = None,
     matrix = isinstance(game, MatrixGame)
     t0 = time.perf_counter()
     history = np.empty(0)
-    n_iter, success, message = 1, True, "optimal (HiGHS)"
+    n_iter, success, status, message = 1, True, "optimal", "optimal (HiGHS)"
     r0 = r1 = None
 
     if method == "lp":
@@ -191,8 +227,7 @@ def nash_equilibrium(game: Any, method: str = "lp", *, tol: float | None = None,
         gap, history = gap * scale, np.asarray(history) * scale
         r0, r1 = model.strategy_plan(clean_simplex(x)), model.strategy_plan(clean_simplex(y))
         value = model.expected_payoff(r0, r1)
-        success = gap <= tol
-        message = "gap below tol" if success else "maximum number of iterations reached"
+        success, status, message = _tol_status(gap <= tol)
     elif method == "cfr+":
         tol = 1e-6 if tol is None else tol
         max_iter = 1000 if max_iter is None else max_iter
@@ -202,8 +237,7 @@ def nash_equilibrium(game: Any, method: str = "lp", *, tol: float | None = None,
         _no_options(options)
         r0, r1, n_iter, gap, history, _ = model.native.cfr_plus(max_iter, tol, check_every, delay)
         value = model.expected_payoff(r0, r1)
-        success = gap <= tol
-        message = "gap below tol" if success else "maximum number of iterations reached"
+        success, status, message = _tol_status(gap <= tol)
     else:  # double oracle
         tol = 1e-9 if tol is None else tol
         max_iter = 10_000 if max_iter is None else max_iter
@@ -218,18 +252,22 @@ def nash_equilibrium(game: Any, method: str = "lp", *, tol: float | None = None,
             R0, R1 = model.pure_plans([i0], 0), model.pure_plans([j0], 1)
         else:
             R0, R1 = (p[:, None] for p in game.policy_to_sequence(game.uniform_policy()))
-        r0, r1, value, n_iter, success, message, history, sizes = _double_oracle(
+        r0, r1, value, n_iter, success, status, message, history, sizes = _double_oracle(
             model, R0, R1, tol, max_iter, highs_method, callback)
     gap = max(model.nash_conv_of_plans(r0, r1), 0.0)
     if matrix:
-        strategies = (clean_simplex(r0[1:]), clean_simplex(r1[1:]))
-        extra = {}
+        strategies, plans = (clean_simplex(r0[1:]), clean_simplex(r1[1:])), None
     else:
-        strategies = game.sequence_to_policy(r0, r1)
-        extra = {"plans": (r0, r1)}
-    return Result(strategies=strategies, value=float(value), gap=gap, exploitability=gap / 2, n_iter=int(n_iter),
-                  method=method, success=bool(success), message=message, history=np.asarray(history),
-                  time=time.perf_counter() - t0, **extra)
+        strategies, plans = game.sequence_to_policy(r0, r1), (r0, r1)
+    return Result(strategies=strategies, plans=plans, value=float(value), gap=gap, exploitability=gap / 2,
+                  n_iter=int(n_iter), success=bool(success), status=status, message=message, method=method,
+                  history=np.asarray(history), time=time.perf_counter() - t0)
+
+
+def _tol_status(reached: bool) -> tuple[bool, str, str]:
+    if reached:
+        return True, "converged", "gap below tol"
+    return False, "max_iterations", "maximum number of iterations reached"
 
 
 def _highs(value: Any) -> str:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from numtk._lib import Result, n_threads, normalize_rng, progress_bar
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_bool, check_callback, check_int, check_option, check_options, check_real
 from numtk.games._lp import clean_simplex
 from numtk.games._matrix_games import MatrixGame
@@ -156,7 +157,7 @@ def _initial_population(pop: Population, options: dict, rng: np.random.Generator
 def _meta(pop: Population, meta_solver: Any, rng: np.random.Generator, meta_options: dict) -> np.ndarray:
     if pop.size == 1:
         return np.ones(1)
-    sigma = meta_strategy(pop.G, meta_solver, populations="shared", rng=rng, **meta_options)
+    sigma = meta_strategy(pop.G, meta_solver, populations="shared", rng=rng, options=meta_options).strategies[0]
     return clean_simplex(np.asarray(sigma, dtype=np.float64))
 
 
@@ -165,9 +166,13 @@ def _nash(pop: Population, meta_solver: Any, sigma_meta: np.ndarray) -> np.ndarr
         return sigma_meta
     if pop.size == 1:
         return np.ones(1)
-    return clean_simplex(np.asarray(meta_strategy(pop.G, "nash", populations="shared"), dtype=np.float64))
+    return clean_simplex(np.asarray(meta_strategy(pop.G, "nash", populations="shared").strategies[0],
+                                    dtype=np.float64))
 
 
+@constraints(game="option", variant="option", meta_solver=("option", "callable"), oracle=("option", "callable"),
+             iterations="int>=0", n_candidates="int>=0", rng="rng", progress="bool", callback="callable",
+             workers="workers", convention="option", populations="option", options="option")
 def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle: Any = "exact",
          iterations: int = 50, n_candidates: int = 16, rng: Any = None, progress: bool = False,
          callback: Callable | None = None, workers: Any = 1, convention: str = "exploitability",
@@ -219,7 +224,10 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
     progress : bool
         A tqdm bar over iterations.
     callback : callable, optional
-        Called after each iteration with the intermediate Result; raise ``StopIteration`` to stop.
+        ``callback(intermediate_result)``, called after each iteration with a Result of the same
+        fields as the returned one, describing the run so far (``status='running'``, ``success``
+        False, ``message`` empty). Raising ``StopIteration`` stops the run, which then returns
+        normally with ``status='callback'``.
     workers : int or map-like callable
         Global PSRO: spreads the candidate PE LPs (an int count is checked with every variant).
     convention : {'exploitability', 'nash_conv'}
@@ -237,15 +245,51 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
 
     Returns
     -------
-    Result
-        ``population`` (int ids or a policy stack), ``plans`` ((R0, R1)), ``meta_game`` (G),
-        ``meta_strategies`` (the reported mixture for each history entry), ``strategy`` (the final
-        reported mixture and its aggregated policy), ``history`` (dict of arrays:
-        ``population_size``, ``exploitability`` of the reported mixture, ``nash_exploitability``,
-        ``pe``, ``n_added``, ``time``; ``candidate_pe`` for Global PSRO: per iteration, every
-        candidate's post-expansion PE, NaN for a candidate that was not scored because it is
-        already a member or duplicates an earlier candidate), ``n_iter``, ``status``,
-        ``message``.
+    res : Result
+        With fields
+
+        population : ndarray or tuple of ndarray
+            The members: int strategy ids (matrix game) or a stack of tabular policies
+            (extensive-form game); for per-player populations a pair, one per player.
+        plans : tuple of ndarray
+            ``(R0, R1)``: the members' realization plans as columns (per-player: player 0's
+            members in ``R0``, player 1's in ``R1``).
+        meta_game : ndarray
+            The final meta-game: ``G`` (k, k), antisymmetric, for shared populations;
+            ``R0' A R1`` (k0, k1) for per-player populations.
+        meta_strategies : list
+            The reported mixture of each history entry (a pair of mixtures for per-player
+            populations).
+        strategy : Result
+            The final reported mixture: fields ``mixture`` (the weights over the members, a pair
+            for per-player populations) and ``policy`` (the mixed strategy it plays: a matrix
+            game's strategy vector, or the tabular policy of the mixed realization plans; a pair
+            of vectors for a per-player matrix game).
+        history : dict of ndarray
+            One entry per population (entry 0: the initial one): ``population_size``,
+            ``exploitability`` (of the reported mixture), ``nash_exploitability`` (of the
+            restricted Nash), ``pe`` (Population Exploitability; NaN with
+            ``options['record_pe']=False``), ``n_added`` (members added by the step that made
+            the entry), ``time`` (seconds since the start), and ``candidate_pe``: for Global
+            PSRO, per iteration, every candidate's post-expansion PE (NaN for a candidate that was
+            not scored because it is already a member or duplicates an earlier candidate); None
+            for the other variants.
+        n_iter : int
+            Expansion steps run.
+        success : bool
+            True when ``status`` is ``'equilibrium'``.
+        status : str
+            ``'equilibrium'`` (the PE reached ``options['tol']``, or no new best response
+            exists: the span of the population holds an equilibrium), ``'max_iterations'``
+            (``iterations`` spent), ``'max_policies'`` (``options['max_policies']`` reached) or
+            ``'callback'`` (stopped by the callback); ``'running'`` in the callback's
+            intermediate results.
+        message : str
+            A sentence describing ``status``.
+        variant : str
+            The variant run.
+        populations : str
+            ``'shared'`` or ``'per_player'``.
 
     References
     ----------
@@ -430,14 +474,14 @@ def _history_arrays(hist: dict) -> dict:
 
 def _result(pop: Population, model: GameModel, meta_strategies, hist, candidate_pe, it, status, message, variant):
     history = _history_arrays(hist)
-    if variant == "global":
-        history["candidate_pe"] = list(candidate_pe)
+    history["candidate_pe"] = list(candidate_pe) if variant == "global" else None
     final = meta_strategies[-1]
     k_final = final.size
     strategy = Result(mixture=final, policy=_mixture_of(pop, final, k_final))
     return Result(population=pop.export_members(), plans=(pop.R0.copy(), pop.R1.copy()), meta_game=pop.G.copy(),
                   meta_strategies=list(meta_strategies), strategy=strategy, history=history, n_iter=it,
-                  status=status, message=message, variant=variant)
+                  success=status == "equilibrium", status=status, message=message, variant=variant,
+                  populations="shared")
 
 
 def _mixture_of(pop: Population, x: np.ndarray, k: int):
@@ -490,13 +534,13 @@ def _psro_per_player(game: Any, model: GameModel, meta_solver: Any, iterations: 
         while True:
             G = R[0].T @ (model.A @ R[1])
             s0, s1 = (np.ones(1), np.ones(1)) if G.size == 1 else meta_strategy(
-                G, meta_solver, populations="per_player", rng=gen, **meta_options)
+                G, meta_solver, populations="per_player", rng=gen, options=meta_options).strategies
             s0, s1 = clean_simplex(np.asarray(s0, float)), clean_simplex(np.asarray(s1, float))
             if isinstance(meta_solver, str) and meta_solver == "nash" or G.size == 1:
                 n0, n1 = s0, s1
             else:
                 n0, n1 = (clean_simplex(np.asarray(v, float))
-                          for v in meta_strategy(G, "nash", populations="per_player"))
+                          for v in meta_strategy(G, "nash", populations="per_player").strategies)
             v0, b0, l0 = model.best_response(0, R[1] @ np.column_stack([s1, n1]))
             v1, b1, l1 = model.best_response(1, R[0] @ np.column_stack([s0, n0]))
             expl = np.maximum(0.5 * (v0 + v1), 0.0)
@@ -505,7 +549,7 @@ def _psro_per_player(game: Any, model: GameModel, meta_solver: Any, iterations: 
             _record(hist, size, scale * expl, scale * pe, n_added, time.perf_counter() - t0)
             metas.append((s0, s1))
             if callback is not None and it > 0:
-                callback(Result(history=_history_arrays(hist), n_iter=it))
+                callback(_per_player_result(game, model, R, members, metas, hist, it, "running", ""))
             if record_pe and pe <= tol:
                 status, message = "equilibrium", "PE reached tol: the populations' spans hold an equilibrium"
                 break
@@ -539,17 +583,25 @@ def _psro_per_player(game: Any, model: GameModel, meta_solver: Any, iterations: 
         status, message = "callback", "stopped by the callback"
     finally:
         bar.close()
+    return _per_player_result(game, model, R, members, metas, hist, it, status, message)
+
+
+def _per_player_result(game: Any, model: GameModel, R: list, members: list, metas: list, hist: dict, it: int,
+                       status: str, message: str) -> Result:
+    """The Result of per-player PSRO (also the callback's intermediate result): the fields of :func:`psro`."""
     history = _history_arrays(hist)
+    history["candidate_pe"] = None
     s0, s1 = metas[-1]
-    if matrix:
+    if not model.extensive:
         population = (np.asarray(members[0]), np.asarray(members[1]))
         policy = (clean_simplex(R[0][1:] @ s0), clean_simplex(R[1][1:] @ s1))
     else:
         population = (np.stack(members[0]), np.stack(members[1]))
         policy = game.sequence_to_policy(R[0] @ s0, R[1] @ s1)
-    return Result(population=population, plans=(R[0], R[1]), meta_game=R[0].T @ (model.A @ R[1]),
-                  meta_strategies=metas, strategy=Result(mixture=(s0, s1), policy=policy), history=history,
-                  n_iter=it, status=status, message=message, variant="psro", populations="per_player")
+    return Result(population=population, plans=(R[0].copy(), R[1].copy()), meta_game=R[0].T @ (model.A @ R[1]),
+                  meta_strategies=list(metas), strategy=Result(mixture=(s0, s1), policy=policy), history=history,
+                  n_iter=it, success=status == "equilibrium", status=status, message=message, variant="psro",
+                  populations="per_player")
 
 
 def _one_player_policy(game: Any, model: GameModel, player: int, local: np.ndarray) -> np.ndarray:
