@@ -8,6 +8,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include "numtk/bindings.hpp"
 #include "numtk/counterfactual/diag_qp.hpp"
 #include "numtk/counterfactual/group_stats.hpp"
 #include "numtk/counterfactual/knapsack.hpp"
@@ -17,15 +18,16 @@ namespace cf = numtk::counterfactual;
 
 namespace {
 
-using carray = py::array_t<double, py::array::c_style | py::array::forcecast>;
-
-void need(bool ok, const std::string& msg) {
-    if (!ok) throw std::invalid_argument(msg);
-}
+using numtk::bindings::darray;
+using numtk::bindings::dispatch_float;
+using numtk::bindings::element_stride;
+using numtk::bindings::need;
+using numtk::bindings::strides_are_multiples;
+using numtk::bindings::to_numpy;
 
 // Rows of lo/hi are per problem; w is shared. Returns (c, mu, status) with status 0 optimal,
 // 1 trivial (clip(0, lo, hi) already valid), 2 infeasible.
-py::tuple quadratic_knapsack(carray w, carray M, carray lo, carray hi) {
+py::tuple quadratic_knapsack(darray w, darray M, darray lo, darray hi) {
     need(w.ndim() == 1, "`w` must be 1-D");
     need(M.ndim() == 1, "`M` must be 1-D");
     need(lo.ndim() == 2 && hi.ndim() == 2, "`lo` and `hi` must be 2-D");
@@ -52,8 +54,8 @@ py::tuple quadratic_knapsack(carray w, carray M, carray lo, carray hi) {
 }
 
 template <class T>
-py::tuple diag_qp_impl(py::array X, carray scale, carray centre, carray tail, carray m, carray E, carray e,
-                       carray h, carray lo, carray hi, double feas_tol, std::int64_t max_iter, std::int64_t batch) {
+py::tuple diag_qp_impl(py::array X, darray scale, darray centre, darray tail, darray m, darray E, darray e,
+                       darray h, darray lo, darray hi, double feas_tol, std::int64_t max_iter, std::int64_t batch) {
     need(X.ndim() == 2, "`X` must be 2-D");
     const auto n = static_cast<std::size_t>(X.shape(0));
     const auto f = static_cast<std::size_t>(X.shape(1));
@@ -77,8 +79,8 @@ py::tuple diag_qp_impl(py::array X, carray scale, carray centre, carray tail, ca
     P.f = f;
     P.p = p;
     P.X = static_cast<const T*>(X.data());
-    P.sx0 = X.strides(0) / static_cast<py::ssize_t>(sizeof(T));
-    P.sx1 = X.strides(1) / static_cast<py::ssize_t>(sizeof(T));
+    P.sx0 = element_stride<T>(X, 0);
+    P.sx1 = element_stride<T>(X, 1);
     P.scale = scale.data();
     P.centre = centre.data();
     P.tail = tail.data();
@@ -95,43 +97,31 @@ py::tuple diag_qp_impl(py::array X, carray scale, carray centre, carray tail, ca
         cf::DiagQPSolver<T> solver(P, static_cast<std::size_t>(batch));
         res = solver.solve(feas_tol, max_iter);
     }
-    py::array_t<double> z(static_cast<py::ssize_t>(p));
-    std::copy(res.z.begin(), res.z.end(), z.mutable_data());
-    py::array_t<std::int64_t> active(static_cast<py::ssize_t>(res.active.size()));
-    std::copy(res.active.begin(), res.active.end(), active.mutable_data());
-    py::array_t<double> mult(static_cast<py::ssize_t>(res.multipliers.size()));
-    std::copy(res.multipliers.begin(), res.multipliers.end(), mult.mutable_data());
-    return py::make_tuple(z, active, mult, res.iterations, static_cast<int>(res.status), res.passes);
+    return py::make_tuple(to_numpy(std::move(res.z)), to_numpy(std::move(res.active)),
+                          to_numpy(std::move(res.multipliers)), res.iterations, static_cast<int>(res.status),
+                          res.passes);
 }
 
-py::tuple diag_qp(py::array X, carray scale, carray centre, carray tail, carray m, carray E, carray e, carray h,
-                  carray lo, carray hi, double feas_tol, std::int64_t max_iter, std::int64_t batch) {
-    const auto check = [&](auto item) {
-        need(X.strides(0) % static_cast<py::ssize_t>(item) == 0 && X.strides(1) % static_cast<py::ssize_t>(item) == 0,
-             "`X` strides must be multiples of its item size");
-    };
-    if (py::isinstance<py::array_t<double>>(X)) {
-        check(sizeof(double));
-        return diag_qp_impl<double>(X, scale, centre, tail, m, E, e, h, lo, hi, feas_tol, max_iter, batch);
-    }
-    if (py::isinstance<py::array_t<float>>(X)) {
-        check(sizeof(float));
-        return diag_qp_impl<float>(X, scale, centre, tail, m, E, e, h, lo, hi, feas_tol, max_iter, batch);
-    }
-    throw std::invalid_argument("`X` must be float32 or float64");
+py::tuple diag_qp(py::array X, darray scale, darray centre, darray tail, darray m, darray E, darray e, darray h,
+                  darray lo, darray hi, double feas_tol, std::int64_t max_iter, std::int64_t batch) {
+    return dispatch_float(X, "`X` must be float32 or float64", [&](auto t) {
+        using T = decltype(t);
+        need(strides_are_multiples<T>(X), "`X` strides must be multiples of its item size");
+        return diag_qp_impl<T>(X, scale, centre, tail, m, E, e, h, lo, hi, feas_tol, max_iter, batch);
+    });
 }
 
 using farray = py::array_t<double, py::array::forcecast>;
 
 // X (n, d) float64 with any strides: X @ v + offset; with `absmax`, also max |X| (same pass).
-py::object scores(farray X, carray v, double offset, bool absmax) {
+py::object scores(farray X, darray v, double offset, bool absmax) {
     need(X.ndim() == 2, "`X` must be 2-D");
     need(v.ndim() == 1 && v.shape(0) == X.shape(1), "`v` must have length X.shape[1]");
     const auto n = static_cast<std::size_t>(X.shape(0)), d = static_cast<std::size_t>(X.shape(1));
     py::array_t<double> out(static_cast<py::ssize_t>(n));
     const double* px = X.data();
-    const auto s0 = X.strides(0) / static_cast<py::ssize_t>(sizeof(double));
-    const auto s1 = X.strides(1) / static_cast<py::ssize_t>(sizeof(double));
+    const auto s0 = element_stride<double>(X, 0);
+    const auto s1 = element_stride<double>(X, 1);
     const double* pv = v.data();
     double* po = out.mutable_data();
     double m = 0.0;
@@ -144,14 +134,14 @@ py::object scores(farray X, carray v, double offset, bool absmax) {
 }
 
 // Weighted column means and scatters sum_i p_i (x_ik - mean_k)^2.
-py::tuple weighted_moments(farray X, carray p) {
+py::tuple weighted_moments(farray X, darray p) {
     need(X.ndim() == 2, "`X` must be 2-D");
     need(p.ndim() == 1 && p.shape(0) == X.shape(0), "`p` must have length X.shape[0]");
     const auto n = static_cast<std::size_t>(X.shape(0)), d = static_cast<std::size_t>(X.shape(1));
     py::array_t<double> mean(static_cast<py::ssize_t>(d)), scatter(static_cast<py::ssize_t>(d));
     const double* px = X.data();
-    const auto s0 = X.strides(0) / static_cast<py::ssize_t>(sizeof(double));
-    const auto s1 = X.strides(1) / static_cast<py::ssize_t>(sizeof(double));
+    const auto s0 = element_stride<double>(X, 0);
+    const auto s1 = element_stride<double>(X, 1);
     const double* pp = p.data();
     double *pm = mean.mutable_data(), *ps = scatter.mutable_data();
     {

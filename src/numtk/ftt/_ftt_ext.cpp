@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "numtk/bindings.hpp"
 #include "numtk/ftt/als_assemble.hpp"
 #include "numtk/ftt/basis.hpp"
 #include "numtk/ftt/contract.hpp"
@@ -20,11 +21,11 @@ namespace ft = numtk::ftt;
 
 namespace {
 
-using darray = py::array_t<double, py::array::c_style | py::array::forcecast>;
-
-void need(bool ok, const std::string& msg) {
-    if (!ok) throw std::invalid_argument(msg);
-}
+using numtk::bindings::darray;
+using numtk::bindings::dispatch_float;
+using numtk::bindings::element_stride;
+using numtk::bindings::need;
+using numtk::bindings::strides_are_multiples;
 
 template <class T>
 ft::Basis1D<T> make_basis(int kind, int n, double p0, double p1, int extrap) {
@@ -50,7 +51,7 @@ py::array basis_impl(py::array x, int kind, int n, double p0, double p1, int ext
     const auto M = static_cast<std::size_t>(x.shape(0));
     py::array_t<T> out({static_cast<py::ssize_t>(order + 1), static_cast<py::ssize_t>(M), static_cast<py::ssize_t>(n)});
     const T* px = static_cast<const T*>(x.data());
-    const std::ptrdiff_t sx = x.strides(0) / static_cast<py::ssize_t>(sizeof(T));
+    const std::ptrdiff_t sx = element_stride<T>(x, 0);
     T* po = out.mutable_data();
     const std::size_t plane = M * std::size_t(n);
     {
@@ -62,9 +63,9 @@ py::array basis_impl(py::array x, int kind, int n, double p0, double p1, int ext
 
 py::array basis(py::array x, int kind, int n, double p0, double p1, int extrap, int order) {
     need((x.strides(0) % static_cast<py::ssize_t>(x.itemsize())) == 0, "`x` must be aligned");
-    if (py::isinstance<py::array_t<float>>(x)) return basis_impl<float>(x, kind, n, p0, p1, extrap, order);
-    if (py::isinstance<py::array_t<double>>(x)) return basis_impl<double>(x, kind, n, p0, p1, extrap, order);
-    throw py::type_error("`x` must be float32 or float64");
+    return dispatch_float<py::type_error>(x, "`x` must be float32 or float64", [&](auto t) {
+        return basis_impl<decltype(t)>(x, kind, n, p0, p1, extrap, order);
+    });
 }
 
 // The evaluation kernel compiled a second time for AVX2 + FMA (x86-64 with GCC), chosen at run time when the CPU
@@ -153,8 +154,7 @@ py::tuple evaluate_impl(py::array X, const std::vector<int>& kinds, const std::v
                 for (py::ssize_t c = 0; c < rb; ++c) v[std::size_t((i * ra + a) * rb + c)] = T(pc[(a * n + i) * rb + c]);
         ptrs[std::size_t(k)] = v.data();
     }
-    need((X.strides(0) % static_cast<py::ssize_t>(sizeof(T))) == 0 && (X.strides(1) % static_cast<py::ssize_t>(sizeof(T))) == 0,
-         "`X` must be aligned");
+    need(strides_are_multiples<T>(X), "`X` must be aligned");
     py::array_t<T> f(static_cast<py::ssize_t>(M));
     py::object grad = py::none(), lap = py::none();
     T* pg = nullptr;
@@ -175,8 +175,8 @@ py::tuple evaluate_impl(py::array X, const std::vector<int>& kinds, const std::v
     tt.cores_t = ptrs.data();
     tt.ranks = ranks.data();
     const T* px = static_cast<const T*>(X.data());
-    const std::ptrdiff_t s0 = X.strides(0) / static_cast<py::ssize_t>(sizeof(T));
-    const std::ptrdiff_t s1 = X.strides(1) / static_cast<py::ssize_t>(sizeof(T));
+    const std::ptrdiff_t s0 = element_stride<T>(X, 0);
+    const std::ptrdiff_t s1 = element_stride<T>(X, 1);
     T* pf = f.mutable_data();
     {
         py::gil_scoped_release release;
@@ -188,11 +188,9 @@ py::tuple evaluate_impl(py::array X, const std::vector<int>& kinds, const std::v
 py::tuple evaluate(py::array X, const std::vector<int>& kinds, const std::vector<int>& ns, const std::vector<double>& p0,
                    const std::vector<double>& p1, int extrap, py::list cores, bool want_grad, bool want_lap,
                    int threads, int isa) {
-    if (py::isinstance<py::array_t<float>>(X))
-        return evaluate_impl<float>(X, kinds, ns, p0, p1, extrap, cores, want_grad, want_lap, threads, isa);
-    if (py::isinstance<py::array_t<double>>(X))
-        return evaluate_impl<double>(X, kinds, ns, p0, p1, extrap, cores, want_grad, want_lap, threads, isa);
-    throw py::type_error("`X` must be float32 or float64");
+    return dispatch_float<py::type_error>(X, "`X` must be float32 or float64", [&](auto t) {
+        return evaluate_impl<decltype(t)>(X, kinds, ns, p0, p1, extrap, cores, want_grad, want_lap, threads, isa);
+    });
 }
 
 struct Site {

@@ -10,6 +10,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "numtk/bindings.hpp"
 #include "numtk/games/efg_tree.hpp"
 
 namespace py = pybind11;
@@ -17,14 +18,7 @@ namespace ng = numtk::games;
 
 namespace {
 
-// A NumPy array that owns the vector's buffer (no copy).
-template <class T>
-py::array_t<T> to_numpy(std::vector<T>&& v) {
-    auto* owned = new std::vector<T>(std::move(v));
-    py::capsule free_when_done(owned, [](void* p) { delete static_cast<std::vector<T>*>(p); });
-    return py::array_t<T>({static_cast<py::ssize_t>(owned->size())}, {static_cast<py::ssize_t>(sizeof(T))},
-                          owned->data(), free_when_done);
-}
+using numtk::bindings::to_numpy;  // moves the vector's buffer into the array (no copy)
 
 // Calls f(game) with the game named `name` ("kuhn_poker", "leduc_poker" or "goofspiel").
 template <class F>

@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "numtk/bindings.hpp"
 #include "numtk/games/regret_matching.hpp"
 #include "numtk/games/replicator.hpp"
 
@@ -19,11 +20,9 @@ namespace py = pybind11;
 
 namespace {
 
-using darray = py::array_t<double, py::array::c_style | py::array::forcecast>;
-
-py::array_t<double> to_array(const std::vector<double>& v) {
-    return py::array_t<double>(py::ssize_t(v.size()), v.data());
-}
+using numtk::bindings::check_len;
+using numtk::bindings::darray;
+using numtk::bindings::to_numpy;
 
 // A 2-D, non-empty payoff matrix; returns (rows, cols).
 std::pair<std::size_t, std::size_t> check_matrix(const darray& A, const char* name) {
@@ -36,8 +35,7 @@ std::pair<std::size_t, std::size_t> check_matrix(const darray& A, const char* na
 
 // A probability vector of length len (entries >= -1e-9 and summing to 1 within 1e-6).
 void check_simplex(const darray& v, std::size_t len, const char* name) {
-    if (v.ndim() != 1 || std::size_t(v.shape(0)) != len)
-        throw std::invalid_argument(std::string("`") + name + "` must be 1-D of length " + std::to_string(len));
+    check_len(v, len, name);
     double total = 0.0;
     for (std::size_t i = 0; i < len; ++i) {
         const double e = v.data()[i];
@@ -80,7 +78,7 @@ py::tuple rm_plus(darray A, std::int64_t max_iter, double tol, std::int64_t chec
         py::gil_scoped_release release;
         res = numtk::games::rm_plus<double>(pa, m, n, px, py_, opt);
     }
-    return py::make_tuple(to_array(res.x_avg), to_array(res.y_avg), res.n_iter, res.gap, to_array(res.history));
+    return py::make_tuple(to_numpy(res.x_avg), to_numpy(res.y_avg), res.n_iter, res.gap, to_numpy(res.history));
 }
 
 py::tuple projected_replicator_dynamics(darray A0, darray A1, darray x0, darray x1, std::int64_t n_iter, double dt,

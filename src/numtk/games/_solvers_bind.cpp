@@ -8,6 +8,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "numtk/bindings.hpp"
 #include "numtk/games/best_response.hpp"
 
 namespace py = pybind11;
@@ -18,7 +19,7 @@ using numtk::games::Treeplex;
 
 namespace {
 
-using darray = py::array_t<double, py::array::c_style | py::array::forcecast>;
+using numtk::bindings::darray;
 using iarray = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
 
 Csr make_csr(const iarray& indptr, const iarray& indices, const darray& data, std::size_t n_rows,

@@ -11,6 +11,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include "numtk/bindings.hpp"
 #include "numtk/sampling/mmd.hpp"
 #include "numtk/sampling/sinkhorn.hpp"
 
@@ -19,11 +20,8 @@ namespace ns = numtk::sampling;
 
 namespace {
 
-using darray = py::array_t<double, py::array::c_style | py::array::forcecast>;
-
-void need(bool ok, const std::string& msg) {
-    if (!ok) throw std::invalid_argument(msg);
-}
+using numtk::bindings::darray;
+using numtk::bindings::need;
 
 // float32/float64 (any layout) -> C-contiguous float64; other dtypes are refused.
 darray as_double(const py::array& a, const char* name) {

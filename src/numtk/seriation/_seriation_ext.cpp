@@ -6,6 +6,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include "numtk/bindings.hpp"
 #include "numtk/parallel.hpp"
 #include "numtk/seriation/laplacian.hpp"
 #include "numtk/seriation/local_pca.hpp"
@@ -15,21 +16,10 @@ namespace py = pybind11;
 
 namespace {
 
-template <class T>
-using carray = py::array_t<T, py::array::c_style>;  // index arrays: no conversion (int32 or int64 overloads)
-using darray = py::array_t<double, py::array::c_style | py::array::forcecast>;
-
-int check_threads(int threads) {
-    if (threads == -1) threads = numtk::hardware_threads();
-    if (threads < 1) throw std::invalid_argument("`threads` must be a positive int or -1");
-    return threads;
-}
-
-template <class A>
-void check_len(const A& a, std::size_t len, const char* name) {
-    if (a.ndim() != 1 || static_cast<std::size_t>(a.shape(0)) != len)
-        throw std::invalid_argument(std::string("`") + name + "` must be 1-D of length " + std::to_string(len));
-}
+using numtk::bindings::carray;  // index arrays: no conversion (int32 and int64 overloads)
+using numtk::bindings::check_len;
+using numtk::bindings::check_threads;
+using numtk::bindings::darray;
 
 // A CSR pattern of n x n: indptr (n + 1) non-decreasing from 0 to nnz, indices in [0, n). Returns n.
 template <class I>

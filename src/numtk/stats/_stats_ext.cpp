@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "numtk/bindings.hpp"
 #include "numtk/parallel.hpp"
 #include "numtk/stats/kendall.hpp"
 
@@ -18,6 +19,9 @@ namespace py = pybind11;
 namespace ks = numtk::stats;
 
 namespace {
+
+using numtk::bindings::check_threads;
+using numtk::bindings::to_numpy;
 
 // A 1-D view: base pointer and stride in elements.
 struct View {
@@ -75,22 +79,10 @@ std::size_t checked_length(const py::array& x, const py::array& y) {
     return n;
 }
 
-int checked_threads(int threads) {
-    if (threads == -1) return numtk::hardware_threads();
-    if (threads < 1) throw std::invalid_argument("`threads` must be a positive int or -1");
-    return threads;
-}
-
-py::array_t<std::int64_t> to_array(const std::vector<std::int64_t>& v) {
-    py::array_t<std::int64_t> a(py::ssize_t(v.size()));
-    std::copy(v.begin(), v.end(), a.mutable_data());
-    return a;
-}
-
 py::tuple kendall_counts(const py::array& x, const py::array& y, int threads) {
     const View vx = view_of(x, "x"), vy = view_of(y, "y");
     const std::size_t n = checked_length(x, y);
-    threads = checked_threads(threads);
+    threads = check_threads(threads);
     ks::KendallCounts c;
     {
         py::gil_scoped_release release;
@@ -98,14 +90,14 @@ py::tuple kendall_counts(const py::array& x, const py::array& y, int threads) {
         dispatch(vy, [&](auto* p) { ks::kendall_pass_y(p, vy.stride, n, threads, w, c); });
         dispatch(vx, [&](auto* p) { ks::kendall_pass_x(p, vx.stride, n, threads, w, c); });
     }
-    return py::make_tuple(c.discordant, c.xtie, c.ytie, c.ntie, c.x_distinct, c.y_distinct, to_array(c.x_groups),
-                          to_array(c.y_groups));
+    return py::make_tuple(c.discordant, c.xtie, c.ytie, c.ntie, c.x_distinct, c.y_distinct, to_numpy(std::move(c.x_groups)),
+                          to_numpy(std::move(c.y_groups)));
 }
 
 py::tuple kendall_lexsort(const py::array& x, const py::array& y, int threads) {
     const View vx = view_of(x, "x"), vy = view_of(y, "y");
     const std::size_t n = checked_length(x, y);
-    threads = checked_threads(threads);
+    threads = check_threads(threads);
     const auto len = static_cast<py::ssize_t>(n);
     py::array_t<std::int64_t> perm(len), xr(len), yr(len);
     std::int64_t *pp = perm.mutable_data(), *px = xr.mutable_data(), *py_ = yr.mutable_data();
