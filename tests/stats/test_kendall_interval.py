@@ -199,6 +199,18 @@ def test_degenerate_inputs():
     assert res.n == 3 and res.statistic == 1.0
 
 
+@pytest.mark.parametrize("method", ["hoeffding", "bernstein", "asymptotic"])
+def test_one_result_schema_whatever_the_method_or_input(method):
+    fields = ["statistic", "low", "high", "confidence", "method", "alternative", "n"]
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(50)
+    with pytest.warns(SmallSampleWarning):
+        tiny = kendall_tau_interval([1.0], [2.0], method=method)
+    for res in (kendall_tau_interval(x, x + rng.standard_normal(50), method=method), tiny,
+                kendall_tau_interval([1.0, np.nan, 2.0], [1.0, 2.0, 3.0], method=method)):
+        assert list(res.keys()) == fields and res.method == method
+
+
 @pytest.mark.parametrize("kwargs, exc, match", [
     ({"confidence": 1.0}, ValueError, r"`confidence` must lie in \(0.0, 1.0\); got 1.0"),
     ({"confidence": 0}, ValueError, r"`confidence` must lie in"),

@@ -7,12 +7,14 @@ import importlib.resources
 import numpy as np
 
 from numtk._lib import Result
+from numtk._lib._constraints import constraints
 
 __all__ = ["load_gmm40"]
 
 _GMM40_STD = 1.3132616875182228  # softplus(1) in float64
 
 
+@constraints()
 def load_gmm40() -> Result:
     """The 40-component Gaussian mixture of the diffusion-sampler benchmarks (GMM-40, d = 2).
 
@@ -24,9 +26,17 @@ def load_gmm40() -> Result:
 
     Returns
     -------
-    Result
-        ``means`` (ndarray (40, 2), float64), ``std`` (the per-coordinate component standard deviation
-        softplus(1)), ``weights`` (ndarray (40,), equal) and ``metadata`` (source, licence).
+    res : Result
+        With fields
+
+        means : ndarray of float64, shape (40, 2)
+            The component means.
+        std : float
+            The per-coordinate standard deviation of every component, softplus(1).
+        weights : ndarray of float64, shape (40,)
+            The mixture weights, all 1/40.
+        metadata : dict
+            ``source``, ``licence`` and ``file`` (the shipped table).
 
     References
     ----------

@@ -17,6 +17,7 @@ import io
 
 import numpy as np
 
+from numtk._lib._constraints import constraints
 from numtk._lib._result import Result
 
 __all__ = ["load_krumsiek11", "load_toggleswitch"]
@@ -75,6 +76,7 @@ def _realizations(step: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(np.diff(step) < 0)]).astype(np.int64)
 
 
+@constraints()
 def load_krumsiek11() -> Result:
     """Simulated myeloid progenitors: 640 cells of 11 transcription factors (krumsiek11).
 
@@ -176,6 +178,7 @@ def load_krumsiek11() -> Result:
     )
 
 
+@constraints()
 def load_toggleswitch() -> Result:
     """Simulated two-gene toggle switch: 200 cells of 2 genes (toggleswitch).
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from numtk._lib._constraints import constraints
 from numtk._lib._result import Result
 from numtk._lib._validation import check_option
 
@@ -108,6 +109,7 @@ def _parse_adult(subset: str):
     return cont, codes, target
 
 
+@constraints(subset="option")
 def load_adult(*, subset: str = "train") -> Result:
     """UCI Adult ("Census Income"): income above 50K from 14 census attributes, one-hot encoded.
 
@@ -276,6 +278,7 @@ def _int(text: str, column: str, line: int) -> int:
         return int(value)
 
 
+@constraints(path="path")
 def load_compas(path: str | os.PathLike | None = None) -> Result:
     """ProPublica COMPAS two-year recidivism, with ProPublica's filters, as numeric features.
 

@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from numtk._lib import SignificanceResult, n_threads
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import (
     NAN_POLICIES,
     as_1d_numeric,
@@ -141,6 +142,8 @@ def _nan_result() -> SignificanceResult:
     return SignificanceResult(statistic=nan, pvalue=nan, correlation=nan)
 
 
+@constraints(x="array1d", y="array1d", variant="option", alternative="option", method="option",
+             nan_policy="option", workers="workers")
 def kendall_tau(x: ArrayLike, y: ArrayLike, *, variant: str = "b", alternative: str = "two-sided",
                 method: str = "auto", nan_policy: str = "propagate", workers: int = 1) -> SignificanceResult:
     r"""Kendall's rank correlation tau, with a test of independence.
@@ -174,8 +177,16 @@ def kendall_tau(x: ArrayLike, y: ArrayLike, *, variant: str = "b", alternative: 
     Returns
     -------
     res : SignificanceResult
-        ``res.statistic`` (tau, also ``res.correlation``) and ``res.pvalue`` (for the null hypothesis
-        of no association); unpacks as ``tau, p = res``.
+        With fields (it unpacks as ``tau, p = res``, as SciPy's)
+
+        statistic : numpy.float64
+            Kendall's tau (NaN when fewer than two pairs remain, for constant input, or for NaN
+            input with ``nan_policy='propagate'``).
+        pvalue : numpy.float64
+            The p-value of the test of no association against ``alternative`` (NaN with
+            ``statistic``).
+        correlation : numpy.float64
+            The same number as ``statistic`` (SciPy's alias).
 
     Raises
     ------
@@ -313,6 +324,7 @@ def _distance_from_counts(n: int, dis: int, xtie: int, ytie: int, ntie: int, *,
     return float(value)
 
 
+@constraints(a="array1d", b="array1d", normalize="bool", penalty="prob", nan_policy="option", workers="workers")
 def kendall_distance(a: ArrayLike, b: ArrayLike, *, normalize: bool = False, penalty: float = 0.0,
                      nan_policy: str = "raise", workers: int = 1) -> int | float:
     r"""Kendall tau distance: the number of item pairs that two rankings order oppositely.

@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from numtk._lib import Result, n_threads
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import NAN_POLICIES, check_option, check_real
 from numtk._lib._warnings import TOO_SMALL_MESSAGE, SmallSampleWarning
 from numtk.stats import _kendall_pointwise, _stats_ext
@@ -59,6 +60,8 @@ def _asymptotic_center_and_se(x: np.ndarray, y: np.ndarray, threads: int) -> tup
     return tau_a / math.sqrt(P * Q), math.sqrt(var)
 
 
+@constraints(x="array1d", y="array1d", confidence="prob_open", method="option", alternative="option",
+             nan_policy="option", workers="workers")
 def kendall_tau_interval(x: ArrayLike, y: ArrayLike, confidence: float = 0.95,
                          method: str = "bernstein", *, alternative: str = "two-sided", nan_policy: str = "propagate",
                          workers: int = 1) -> Result:
@@ -88,8 +91,22 @@ def kendall_tau_interval(x: ArrayLike, y: ArrayLike, confidence: float = 0.95,
     Returns
     -------
     res : Result
-        ``statistic`` (tau-a for the finite-sample methods, tau-b for 'asymptotic'), ``low``,
-        ``high``, ``confidence``, ``method``, ``alternative``, ``n``.
+        With fields (the same for every method)
+
+        statistic : float
+            The point estimate: tau-a for the finite-sample methods, tau-b for 'asymptotic'
+            (NaN when fewer than two pairs remain, for constant input with 'asymptotic', or for
+            NaN input with ``nan_policy='propagate'``).
+        low, high : float
+            The ends of the interval, clipped to [-1, 1] (NaN with ``statistic``).
+        confidence : float
+            The confidence level.
+        method : str
+            The method used.
+        alternative : str
+            The alternative: ``'greater'`` makes ``high = 1``, ``'less'`` makes ``low = -1``.
+        n : int
+            The number of pairs used (after ``nan_policy='omit'``).
 
     Notes
     -----
