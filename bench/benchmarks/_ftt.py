@@ -127,8 +127,8 @@ def als_problem(M, d, n, r, seed=7):
 def numtk_als_sweep(X, y, n, r, basis="legendre", workers=1):
     from numtk.ftt import FunctionalTT
 
-    return FunctionalTT(basis, degree=n - 1, ranks=r, domain=[[-1.0, 1.0]] * X.shape[1], workers=workers).fit(
-        X, y, sweeps=1, rank_adaptive=False, rng=0)
+    return FunctionalTT(basis, degree=n - 1, ranks=r, domain=[[-1.0, 1.0]] * X.shape[1], workers=workers, sweeps=1,
+                        rank_adaptive=False, rng=0).fit(X, y)
 
 
 def compare(out=print, repeat=5, quick=False):
@@ -184,15 +184,16 @@ def compare(out=print, repeat=5, quick=False):
     if teneva is not None:
         calls["teneva"] = lambda: teneva_cross(d, n)
     timing = interleaved(calls, {"numtk": repeat, "teneva": max(1, repeat // 2)}, warmup=False)
-    t_c, tt = timing.medians["numtk"], timing.results["numtk"]
+    t_c, res = timing.medians["numtk"], timing.results["numtk"]
+    tt = res.tt
     from numtk.ftt import interpolation_nodes
 
     grid = interpolation_nodes("legendre", n - 1, (-1.0, 1.0))
     exact = cross_function(grid[It])
     err_c = float(np.linalg.norm(tt.predict(grid[It]) - exact) / np.linalg.norm(exact))
-    out(f"   {'numtk tt_cross':<22} {t_c * 1e3:10.1f} ms  {tt.history_[-1]['n_evals']:>7} evaluations  "
+    out(f"   {'numtk tt_cross':<22} {t_c * 1e3:10.1f} ms  {res.n_evals:>7} evaluations  "
         f"max rank {max(tt.ranks_)}  rel. error {err_c:.1e}")
-    cross = {"cross_numtk_s": t_c, "cross_numtk_evals": tt.history_[-1]["n_evals"], "cross_numtk_error": err_c}
+    cross = {"cross_numtk_s": t_c, "cross_numtk_evals": res.n_evals, "cross_numtk_error": err_c}
     if teneva is None:
         out("   teneva not installed: no comparison")
     else:

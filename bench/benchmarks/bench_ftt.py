@@ -66,7 +66,7 @@ class Cross:
         teneva_cross(*CROSS_CASE)
 
     def track_numtk_evaluations(self):
-        return numtk_cross(*CROSS_CASE).history_[-1]["n_evals"]
+        return numtk_cross(*CROSS_CASE).n_evals
 
     def track_teneva_evaluations(self):
         return teneva_cross(*CROSS_CASE)[1]["m"]

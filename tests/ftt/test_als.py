@@ -16,7 +16,7 @@ def test_sum_of_univariates_is_rank_two_from_rank_one():
     rng = np.random.default_rng(0)
     X = rng.uniform(-1, 1, (1500, 4))
     y = X[:, 0] ** 3 - X[:, 1] + 2 * X[:, 2] ** 2 + np.sin(0.3 * X[:, 3])
-    f = FunctionalTT(degree=[3, 3, 3, 9], ranks=1).fit(X, y, rng=0, sweeps=40, **EXACT)
+    f = FunctionalTT(degree=[3, 3, 3, 9], ranks=1, rng=0, sweeps=40, **EXACT).fit(X, y)
     assert f.ranks_ == (1, 2, 2, 2, 1)
     assert max(max(h["ranks"]) for h in f.history_) <= 3
     assert _rel(f, X, y) < 1e-8
@@ -38,8 +38,8 @@ def test_rank_four_matrix_function_from_rank_one():
         return sum(p * q for p, q in zip(P, Q))
 
     X = rng.uniform(-1, 1, size=(4000, 2))
-    f = FunctionalTT("bspline", degree=7, ranks=1, domain=[[-1, 1]] * 2).fit(
-        X, fn(X), sweeps=12, rng=0, regularization=1e-12, rank_tol=1e-10)
+    f = FunctionalTT("bspline", degree=7, ranks=1, domain=[[-1, 1]] * 2, sweeps=12, rng=0, regularization=1e-12,
+                     rank_tol=1e-10).fit(X, fn(X))
     assert f.ranks_ == (1, 4, 1)
     Xt = rng.uniform(-1, 1, (2000, 2))
     assert np.max(np.abs(f.predict(Xt) - fn(Xt))) < 1e-7
@@ -49,7 +49,7 @@ def test_product_is_rank_one():
     rng = np.random.default_rng(1)
     X = rng.uniform(-1, 1, (800, 3))
     y = (1.5 + X[:, 0]) * (2 - X[:, 1] ** 2) * (X[:, 2] + 3)
-    f = FunctionalTT(degree=2, ranks=1).fit(X, y, rng=0, sweeps=30, **EXACT)
+    f = FunctionalTT(degree=2, ranks=1, rng=0, sweeps=30, **EXACT).fit(X, y)
     assert f.ranks_ == (1, 1, 1, 1)
     assert _rel(f, X, y) < 1e-9
 
@@ -60,7 +60,7 @@ def test_funnel_log_density_is_rank_two():
     d = 4
     X = rng.uniform(-1, 1, (2500, d))
     y = -X[:, 0] ** 2 / 18 - 0.5 * np.exp(-X[:, 0]) * np.sum(X[:, 1:] ** 2, axis=1)
-    f = FunctionalTT(degree=[16, 2, 2, 2], ranks=1).fit(X, y, rng=0, sweeps=40, **EXACT)
+    f = FunctionalTT(degree=[16, 2, 2, 2], ranks=1, rng=0, sweeps=40, **EXACT).fit(X, y)
     assert f.ranks_ == (1, 2, 2, 2, 1)
     Xt = rng.uniform(-1, 1, (300, d))
     yt = -Xt[:, 0] ** 2 / 18 - 0.5 * np.exp(-Xt[:, 0]) * np.sum(Xt[:, 1:] ** 2, axis=1)
@@ -83,8 +83,8 @@ def test_random_tt_recovered():
     P = sum(c.size for c in cores)
     X = rng.uniform(-1, 1, (60 * P, d))
     y = truth.predict(X)
-    f = FunctionalTT(degree=n - 1, ranks=r, domain=[[-1, 1]] * d).fit(X, y, rng=1, sweeps=60, tol=0.0,
-                                                                      rank_adaptive=False, **EXACT)
+    f = FunctionalTT(degree=n - 1, ranks=r, domain=[[-1, 1]] * d, rng=1, sweeps=60, tol=0.0, rank_adaptive=False,
+                     **EXACT).fit(X, y)
     assert _rel(f, X, y) < 1e-8
     Xt = rng.uniform(-1, 1, (200, d))
     assert _rel(f, Xt, truth.predict(Xt)) < 1e-8
@@ -96,7 +96,7 @@ def test_noise_level_recovered():
     X = rng.uniform(-1, 1, (4000, 3))
     clean = np.cos(X[:, 0]) + X[:, 1] * X[:, 2]
     y = clean + sigma * rng.normal(size=len(X))
-    f = FunctionalTT(degree=5, ranks=2).fit(X, y, rng=0, sweeps=8)
+    f = FunctionalTT(degree=5, ranks=2, rng=0, sweeps=8).fit(X, y)
     best_val = min(h["val_rmse"] for h in f.history_)
     assert abs(best_val - sigma) < 0.05 * sigma + 3 * sigma / np.sqrt(400)
     assert np.sqrt(np.mean((f.predict(X) - clean) ** 2)) < 0.3 * sigma
@@ -110,7 +110,7 @@ def test_sample_weight_ignores_zero_weight_rows():
     bad[:100] += 10.0
     w = np.ones(600)
     w[:100] = 0.0
-    f = FunctionalTT(degree=2, ranks=1).fit(X, bad, sample_weight=w, rng=0, sweeps=20, **EXACT)
+    f = FunctionalTT(degree=2, ranks=1, rng=0, sweeps=20, **EXACT).fit(X, bad, sample_weight=w)
     assert _rel(f, X[100:], y[100:]) < 1e-8
 
 
@@ -118,7 +118,7 @@ def test_bspline_fit_smooth_function():
     rng = np.random.default_rng(6)
     X = rng.uniform(-1, 1, (1500, 3))
     y = np.tanh(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2]
-    f = FunctionalTT("bspline", degree=10, ranks=2).fit(X, y, rng=0, sweeps=6, max_rank=4)
+    f = FunctionalTT("bspline", degree=10, ranks=2, rng=0, sweeps=6, max_rank=4).fit(X, y)
     assert np.sqrt(np.mean((f.predict(X) - y) ** 2)) < 2e-3
     assert f.domain_.shape == (3, 2) and np.all(np.isfinite(f.domain_))
 
@@ -127,7 +127,7 @@ def test_hermite_fit_recovers_polynomial():
     rng = np.random.default_rng(6)
     X = rng.normal(size=(1500, 3))
     y = X[:, 0] ** 3 / 6 - X[:, 0] + 0.5 * X[:, 1] * X[:, 2] ** 2
-    f = FunctionalTT("hermite", degree=4, ranks=1, loc=0.1, scale=1.2).fit(X, y, rng=0, sweeps=30, **EXACT)
+    f = FunctionalTT("hermite", degree=4, ranks=1, loc=0.1, scale=1.2, rng=0, sweeps=30, **EXACT).fit(X, y)
     assert f.ranks_ == (1, 2, 2, 1)
     assert _rel(f, X, y) < 1e-8
     assert np.all(np.isinf(f.domain_))
@@ -139,32 +139,46 @@ def test_options_warm_start_callback_history_progress():
     y = X[:, 0] ** 2 + X[:, 1] * X[:, 2]
     calls = []
 
-    def cb(sweep, history):
-        calls.append((sweep, len(history)))
-        return sweep == 2
+    def cb(intermediate_result):
+        res = intermediate_result
+        calls.append(res.n_iter)
+        assert res.ranks == tuple([1] + [c.shape[2] for c in res.cores])
+        assert np.isfinite(res.train_rmse) and np.isfinite(res.val_rmse)
+        if res.n_iter == 2:
+            raise StopIteration
 
-    f = FunctionalTT(degree=3, ranks=2).fit(X, y, rng=0, sweeps=10, callback=cb, progress=True)
-    assert f.n_iter_ == 2 and calls == [(1, 2), (2, 4)]
+    f = FunctionalTT(degree=3, ranks=2, rng=0, sweeps=10, callback=cb, progress=True).fit(X, y)
+    assert f.n_iter_ == 2 and calls == [1, 2]
+    assert f.status_ == "callback" and "callback" in f.message_
     assert [h["direction"] for h in f.history_] == ["left-to-right", "right-to-left"] * 2
     assert set(f.history_[0]) == {"sweep", "direction", "train_rmse", "val_rmse", "ranks"}
-    g = FunctionalTT(degree=3, ranks=2).fit(X, y, rng=0, sweeps=3, warm_start=f)
+    g = FunctionalTT(degree=3, ranks=2, rng=0, sweeps=3, init=f).fit(X, y)
     assert g.history_[0]["val_rmse"] <= 1.01 * min(h["val_rmse"] for h in f.history_)
     np.testing.assert_array_equal(g.domain_, f.domain_)
     # the same rng gives the same fit
-    f2 = FunctionalTT(degree=3, ranks=2).fit(X, y, rng=0, sweeps=10, callback=lambda s, h: s == 2)
+    def stop_at_two(res):
+        if res.n_iter == 2:
+            raise StopIteration
+
+    f2 = FunctionalTT(degree=3, ranks=2, rng=0, sweeps=10, callback=stop_at_two).fit(X, y)
     np.testing.assert_array_equal(f2.predict(X), f.predict(X))
+    # a fit refitted with an int rng is the same fit; the callback's return value is ignored
+    f3 = FunctionalTT(degree=3, ranks=2, rng=0, sweeps=2, callback=lambda res: True).fit(X, y)
+    assert f3.n_iter_ == 2 and f3.status_ == "max_iterations"
+    np.testing.assert_array_equal(f3.predict(X), f.predict(X))
+    np.testing.assert_array_equal(f3.fit(X, y).predict(X), f.predict(X))
 
 
 def test_fixed_ranks_max_rank_and_h2():
     rng = np.random.default_rng(8)
     X = rng.uniform(-1, 1, (800, 4))
     y = np.sin(X.sum(axis=1))  # rank 2 exactly, but start at 3 with adaptation off
-    f = FunctionalTT(degree=4, ranks=3).fit(X, y, rng=0, sweeps=2, rank_adaptive=False)
+    f = FunctionalTT(degree=4, ranks=3, rng=0, sweeps=2, rank_adaptive=False).fit(X, y)
     assert f.ranks_ == (1, 3, 3, 3, 1)
-    g = FunctionalTT(degree=4, ranks=1).fit(X, y, rng=0, sweeps=6, max_rank=1)
+    g = FunctionalTT(degree=4, ranks=1, rng=0, sweeps=6, max_rank=1).fit(X, y)
     assert g.ranks_ == (1, 1, 1, 1, 1)
-    h = FunctionalTT(degree=8, ranks=2).fit(X, y + 0.1 * rng.normal(size=len(y)), rng=0, sweeps=4,
-                                            regularization={"ridge": 1e-8, "h2": 1e-3})
+    h = FunctionalTT(degree=8, ranks=2, rng=0, sweeps=4, regularization={"ridge": 1e-8, "h2": 1e-3}).fit(
+        X, y + 0.1 * rng.normal(size=len(y)))
     assert np.sqrt(np.mean((h.predict(X) - y) ** 2)) < 0.1
 
 
@@ -172,10 +186,10 @@ def test_one_dimension_and_tiny_samples():
     rng = np.random.default_rng(9)
     x = rng.uniform(-2, 3, (50, 1))
     y = 1 - 2 * x[:, 0] + 0.5 * x[:, 0] ** 3
-    f = FunctionalTT(degree=3).fit(x, y, rng=0, **EXACT)
+    f = FunctionalTT(degree=3, rng=0, **EXACT).fit(x, y)
     assert f.ranks_ == (1, 1) and _rel(f, x, y) < 1e-10
     X = rng.uniform(-1, 1, (8, 2))  # fewer than 20 rows: no validation split
-    g = FunctionalTT(degree=1, ranks=1).fit(X, X[:, 0] + 1.0, rng=0, **EXACT)
+    g = FunctionalTT(degree=1, ranks=1, rng=0, **EXACT).fit(X, X[:, 0] + 1.0)
     assert np.allclose(g.predict(X), X[:, 0] + 1.0)
 
 
@@ -195,14 +209,15 @@ def test_directional_rows_recover_the_function(basis):
     V = 0.2 * rng.normal(size=X.shape)
     f, grad, _ = evaluate(X, cores, bases)
     y = f + np.sum(V * grad, axis=1)
-    model = FunctionalTT(basis, degree=n - 1, ranks=r, domain=[[-1, 1]] * d)
-    model.fit(X, y, directional=V, rng=1, sweeps=60, tol=0.0, rank_adaptive=False, **EXACT)
+    model = FunctionalTT(basis, degree=n - 1, ranks=r, domain=[[-1, 1]] * d, rng=1, sweeps=60, tol=0.0,
+                         rank_adaptive=False, **EXACT)
+    model.fit(X, y, directional=V)
     Xt = rng.uniform(-1, 1, (200, d))
     ft, gt, _ = evaluate(Xt, cores, bases)
     np.testing.assert_allclose(model.predict(Xt), ft, atol=1e-7 * np.abs(ft).max())
     np.testing.assert_allclose(model.gradient(Xt), gt, atol=1e-6 * np.abs(gt).max())
     # the plain fit of the same data is a different (wrong) function: the rows really carry V . grad f
-    plain = FunctionalTT(basis, degree=n - 1, ranks=r, domain=[[-1, 1]] * d).fit(X, y, rng=1, sweeps=10)
+    plain = FunctionalTT(basis, degree=n - 1, ranks=r, domain=[[-1, 1]] * d, rng=1, sweeps=10).fit(X, y)
     assert np.max(np.abs(plain.predict(Xt) - ft)) > 1e-3
 
 
@@ -224,12 +239,13 @@ def test_additive_start_fits_a_sum_of_quartic_wells():
 
     y = g(X[:, 0]) + g(X[:, 2]) - 0.5 * X[:, 1] ** 2
     for basis, degree in (("legendre", 8), ("bspline", 31)):
-        f = FunctionalTT(basis, degree=degree, ranks=2, domain=[[-4.5, 4.5]] * 4)
-        f.fit(X, y, sweeps=5, rng=0, init="additive", regularization=1e-10)
+        f = FunctionalTT(basis, degree=degree, ranks=2, domain=[[-4.5, 4.5]] * 4, sweeps=5, rng=0, init="additive",
+                         regularization=1e-10)
+        f.fit(X, y)
         assert np.sqrt(np.mean((f.predict(X) - y) ** 2)) / np.std(y) < 1e-4, basis
         assert max(f.ranks_) == 2
     with pytest.raises(ValueError, match="init"):
-        FunctionalTT().fit(X, y, init="zeros")
+        FunctionalTT(init="zeros").fit(X, y)
 
 
 def test_qr_core_solve_matches_dense_least_squares():
@@ -253,9 +269,9 @@ def test_a_good_start_is_never_made_worse():
     rng = np.random.default_rng(2)
     X = rng.uniform(-1, 1, (500, 3))
     y = np.sin(X).sum(1)
-    f = FunctionalTT("legendre", degree=9, ranks=2, domain=[[-1, 1]] * 3).fit(X, y, rng=0, **EXACT)
-    g = FunctionalTT("legendre", degree=9, ranks=2, domain=[[-1, 1]] * 3)
-    g.fit(X, y, rng=1, sweeps=1, warm_start=f, **EXACT)
+    f = FunctionalTT("legendre", degree=9, ranks=2, domain=[[-1, 1]] * 3, rng=0, **EXACT).fit(X, y)
+    g = FunctionalTT("legendre", degree=9, ranks=2, domain=[[-1, 1]] * 3, rng=1, sweeps=1, init=f, **EXACT)
+    g.fit(X, y)
     assert np.sqrt(np.mean((g.predict(X) - y) ** 2)) <= np.sqrt(np.mean((f.predict(X) - y) ** 2)) * (1 + 1e-6)
 
 
@@ -271,11 +287,12 @@ def test_bspline_on_wide_boxes_in_many_dimensions():
         return np.sum(np.sin(0.5 * X + shift) * coef, axis=1) + 10.0
 
     X, Xt = rng.uniform(-6, 6, (3000, d)), rng.uniform(-6, 6, (300, d))
-    model = FunctionalTT("bspline", degree=8, ranks=2, domain=[[-6, 6]] * d)
-    f = model.fit(X, fn(X, 0.0), rng=0, init="additive", sweeps=2, max_rank=3)
+    model = FunctionalTT("bspline", degree=8, ranks=2, domain=[[-6, 6]] * d, rng=0, max_rank=3)
+    f = model.set_params(init="additive", sweeps=2).fit(X, fn(X, 0.0))
     assert _rel(f, Xt, fn(Xt, 0.0)) < 2e-3
     # a warm-started refit to a shifted function must move (it collapsed to zero before)
-    g = model.fit(X, fn(X, 0.3), rng=0, warm_start=f, sweeps=8, max_rank=3)
+    g = FunctionalTT("bspline", degree=8, ranks=2, domain=[[-6, 6]] * d, rng=0, max_rank=3, init=f, sweeps=8)
+    g.fit(X, fn(X, 0.3))
     assert _rel(g, Xt, fn(Xt, 0.3)) < 3e-3  # 0.098 (the start, unmoved) before
 
 

@@ -25,7 +25,7 @@ def _rank3(X):
 def test_sum_of_univariates_reaches_rank_two_exactly(basis):
     d = 6
     dom = None if basis == "hermite" else [[-2.0, 2.0]] * d
-    tt = tt_cross(_sum_of_cubics, d, basis=basis, degree=5, domain=dom, rng=0)
+    tt = tt_cross(_sum_of_cubics, d, basis=basis, degree=5, domain=dom, rng=0).tt
     assert tt.ranks_ == (1,) + (2,) * (d - 1) + (1,)
     X = np.random.default_rng(1).uniform(-2, 2, (500, d))
     y = _sum_of_cubics(X)
@@ -33,7 +33,7 @@ def test_sum_of_univariates_reaches_rank_two_exactly(basis):
 
 
 def test_rank_three_closed_form():
-    tt = tt_cross(_rank3, 4, degree=24, domain=[[-1.0, 1.0]] * 4, rng=0)
+    tt = tt_cross(_rank3, 4, degree=24, domain=[[-1.0, 1.0]] * 4, rng=0).tt
     assert tt.ranks_ == (1, 2, 3, 2, 1)
     X = np.random.default_rng(2).uniform(-1, 1, (1000, 4))
     # degree 24 interpolates sin and cos on [-1, 1] to rounding
@@ -42,7 +42,7 @@ def test_rank_three_closed_form():
 
 def test_product_has_rank_one():
     f = lambda X: np.prod(np.exp(0.3 * X) * (1 + X ** 2), axis=1)  # noqa: E731
-    tt = tt_cross(f, 5, degree=30, domain=[[-1.0, 1.0]] * 5, rng=3)
+    tt = tt_cross(f, 5, degree=30, domain=[[-1.0, 1.0]] * 5, rng=3).tt
     assert tt.ranks_ == (1,) * 6
     X = np.random.default_rng(4).uniform(-1, 1, (500, 5))
     assert np.max(np.abs(tt.predict(X) / f(X) - 1.0)) < 1e-10
@@ -52,21 +52,23 @@ def test_funnel_log_density_rank_two():
     # spec: the funnel log-density (x_0 first) has rank 2; b(x_0) = -e^{-x_0}/2 needs degree ~ 40 on [-9, 9]
     t = funnel(10)
     box = np.array([[-9.0, 9.0]] + [[-20.0, 20.0]] * 9)
-    tt = tt_cross(t.log_density, 10, degree=[48] + [2] * 9, domain=box, rng=0)
+    res = tt_cross(t.log_density, 10, degree=[48] + [2] * 9, domain=box, rng=0)
+    tt = res.tt
     assert tt.ranks_ == (1,) + (2,) * 9 + (1,)
     S = np.clip(t.sample(2000, rng=1), box[:, 0], box[:, 1])
     assert np.max(np.abs(tt.predict(S) - t.log_density(S))) < 1e-6
-    assert tt.history_[-1]["n_evals"] < 5000  # a few fibers, never the 49 * 3^9 grid
+    assert res.n_evals < 5000  # a few fibers, never the 49 * 3^9 grid
 
 
 def test_interpolates_at_the_sampled_nodes_and_matches_fit_class():
     # a non-low-rank function at a capped rank: still a FunctionalTT with the requested bases
     f = lambda X: np.exp(-np.sum(X ** 2, axis=1)) + np.sin(X @ np.arange(1.0, 5.0))  # noqa: E731
-    tt = tt_cross(f, 4, basis="bspline", degree=9, domain=[[-1.0, 1.0]] * 4, max_rank=3, rng=0)
+    res = tt_cross(f, 4, basis="bspline", degree=9, domain=[[-1.0, 1.0]] * 4, max_rank=3, rng=0)
+    tt = res.tt
     assert isinstance(tt, FunctionalTT)
-    assert max(tt.ranks_) <= 3
+    assert max(tt.ranks_) <= 3 and res.ranks == tt.ranks_
     assert [c.shape[1] for c in tt.cores_] == [10] * 4
-    assert tt.n_iter_ == len(tt.history_) >= 1
+    assert res.n_iter == len(res.history) >= 1
 
 
 def test_history_counts_evaluations():
@@ -76,19 +78,19 @@ def test_history_counts_evaluations():
         calls.append(len(X))
         return _sum_of_cubics(X)
 
-    tt = tt_cross(f, 3, degree=4, domain=[[-1.0, 1.0]] * 3, rng=0)
-    assert tt.history_[-1]["n_evals"] == sum(calls)
+    res = tt_cross(f, 3, degree=4, domain=[[-1.0, 1.0]] * 3, rng=0)
+    assert res.history[-1]["n_evals"] == res.n_evals == sum(calls)
 
 
 def test_workers_map_gives_the_same_train():
-    a = tt_cross(_rank3, 4, degree=12, domain=[[-1.0, 1.0]] * 4, rng=5)
-    b = tt_cross(_rank3, 4, degree=12, domain=[[-1.0, 1.0]] * 4, rng=5, workers=map)
+    a = tt_cross(_rank3, 4, degree=12, domain=[[-1.0, 1.0]] * 4, rng=5).tt
+    b = tt_cross(_rank3, 4, degree=12, domain=[[-1.0, 1.0]] * 4, rng=5, workers=map).tt
     for ca, cb in zip(a.cores_, b.cores_):
         np.testing.assert_array_equal(ca, cb)
 
 
 def test_one_dimension():
-    tt = tt_cross(lambda X: np.cos(3 * X[:, 0]), 1, degree=30, domain=[[0.0, 2.0]])
+    tt = tt_cross(lambda X: np.cos(3 * X[:, 0]), 1, degree=30, domain=[[0.0, 2.0]]).tt
     x = np.linspace(0, 2, 50)[:, None]
     np.testing.assert_allclose(tt.predict(x), np.cos(3 * x[:, 0]), atol=1e-10)
 
@@ -158,3 +160,33 @@ def test_bad_input():
         tt_cross(_sum_of_cubics, 3, basis="bspline", degree=2, domain=dom)
     with pytest.raises(ValueError, match="tol"):
         tt_cross(_sum_of_cubics, 3, domain=dom, tol=-1.0)
+
+
+def test_result_schema_status_and_callback():
+    dom = [[-1.0, 1.0]] * 4
+    res = tt_cross(_rank3, 4, degree=12, domain=dom, rng=0)
+    assert set(res.keys()) == {"tt", "n_iter", "success", "status", "message", "ranks", "error", "n_evals",
+                               "history"}
+    assert res.success and res.status == "converged" and res.error <= 1e-8
+    assert res.error == res.history[-1]["test_error"] and res.ranks == res.tt.ranks_
+    # the sweep budget spent: not a success (the rank-3 function needs a second sweep to confirm the first)
+    one = tt_cross(_rank3, 4, degree=12, domain=dom, rng=0, sweeps=1, tol=0.0)
+    assert one.n_iter == 1 and one.status == "max_iterations" and not one.success and one.message
+    # callback(intermediate_result): the current interpolant each sweep; StopIteration ends the run normally
+    seen = []
+
+    def callback(intermediate_result):
+        r = intermediate_result
+        seen.append(r.n_iter)
+        X = np.random.default_rng(r.n_iter).uniform(-1, 1, (20, 4))
+        # the intermediate interpolant is the train the history describes (its error at random points too)
+        assert r.tt.ranks_ == r.ranks and r.n_evals > 0
+        assert np.sqrt(np.mean((r.tt.predict(X) - _rank3(X)) ** 2)) < 1e-6
+        raise StopIteration
+
+    stopped = tt_cross(_rank3, 4, degree=12, domain=dom, rng=0, tol=0.0, callback=callback)
+    assert seen == [1] and stopped.n_iter == 1 and stopped.status == "callback" and not stopped.success
+    assert "callback" in stopped.message
+    np.testing.assert_array_equal(stopped.tt.cores_[0], one.tt.cores_[0])
+    with pytest.raises(TypeError, match="`callback`"):
+        tt_cross(_rank3, 4, degree=4, domain=dom, callback=3)

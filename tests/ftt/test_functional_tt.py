@@ -22,7 +22,7 @@ def test_gradient_laplacian_closed_form():
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, (400, 3))
     y = X[:, 0] ** 2 * X[:, 1] + 3 * X[:, 2]
-    f = FunctionalTT(degree=2, ranks=2, domain=[[-2, 2]] * 3).fit(X, y, rng=0, regularization=0.0, sweeps=20)
+    f = FunctionalTT(degree=2, ranks=2, domain=[[-2, 2]] * 3, rng=0, regularization=0.0, sweeps=20).fit(X, y)
     Xt = rng.uniform(-2, 2, (50, 3))
     g = f.gradient(Xt)
     np.testing.assert_allclose(g[:, 0], 2 * Xt[:, 0] * Xt[:, 1], atol=1e-8)
@@ -134,7 +134,7 @@ def test_integrate_separable_product_and_brute_force():
     rng = np.random.default_rng(6)
     X = np.column_stack([rng.uniform(0, 1, 300), rng.uniform(-1, 2, 300)])
     y = (1 + X[:, 0]) * X[:, 1] ** 2
-    f = FunctionalTT(degree=3, ranks=1, domain=[[0, 1], [-1, 2]]).fit(X, y, rng=0, regularization=0.0, sweeps=30)
+    f = FunctionalTT(degree=3, ranks=1, domain=[[0, 1], [-1, 2]], rng=0, regularization=0.0, sweeps=30).fit(X, y)
     assert math.isclose(f.integrate(), 4.5, rel_tol=1e-8)
     # brute force over index tuples with the same moments
     g, cores = _tt(rng, "hermite", [3, 2, 3], [1, 2, 2, 1])
@@ -229,7 +229,7 @@ def test_from_cores_round_trip():
     rng = np.random.default_rng(11)
     X = rng.uniform(-1, 1, (300, 3))
     y = np.sin(X[:, 0]) * X[:, 1] + X[:, 2]
-    f = FunctionalTT(["legendre", "bspline", "legendre"], [5, 6, 3], ranks=2).fit(X, y, rng=0, sweeps=3)
+    f = FunctionalTT(["legendre", "bspline", "legendre"], [5, 6, 3], ranks=2, rng=0, sweeps=3).fit(X, y)
     g = FunctionalTT.from_cores(f.cores_, ["legendre", "bspline", "legendre"], [5, 6, 3], domain=f.domain_)
     np.testing.assert_array_equal(g.predict(X), f.predict(X))
     assert g.ranks_ == f.ranks_ and g.n_features_in_ == 3 and g.n_iter_ == 0 and g.history_ == []
@@ -254,7 +254,8 @@ def test_params_and_clone():
     f = FunctionalTT("hermite", degree=5, ranks=3, loc=1.0, scale=2.0)
     params = f.get_params()
     assert params == dict(basis="hermite", degree=5, ranks=3, domain=None, loc=1.0, scale=2.0, extrapolate="linear",
-                          workers=1)
+                          init="random", sweeps=10, tol=1e-6, regularization=1e-8, rank_adaptive=True, max_rank=10,
+                          rank_tol=1e-8, callback=None, progress=False, rng=None, workers=1)
     f.set_params(degree=7)
     assert f.degree == 7
     with pytest.raises(ValueError, match="invalid parameter"):
@@ -292,15 +293,17 @@ def test_validation_errors():
         (FunctionalTT(extrapolate="nearest"), {}, ValueError, "extrapolate"),
         (FunctionalTT(), dict(sample_weight=-np.ones(30)), ValueError, "sample_weight"),
         (FunctionalTT(), dict(sample_weight=np.zeros(30)), ValueError, "sample_weight"),
-        (FunctionalTT(), dict(sweeps=0), ValueError, "sweeps"),
-        (FunctionalTT(), dict(tol=-1.0), ValueError, "tol"),
-        (FunctionalTT(), dict(regularization=-1.0), ValueError, "regularization"),
-        (FunctionalTT(), dict(regularization={"lasso": 1.0}), ValueError, "regularization"),
-        (FunctionalTT(), dict(max_rank=0), ValueError, "max_rank"),
-        (FunctionalTT(), dict(rank_adaptive="yes"), TypeError, "rank_adaptive"),
-        (FunctionalTT(), dict(callback=3), TypeError, "callback"),
-        (FunctionalTT(), dict(warm_start="model"), TypeError, "warm_start"),
-        (FunctionalTT(), dict(rng="seed"), TypeError, "rng"),
+        (FunctionalTT(sweeps=0), {}, ValueError, "sweeps"),
+        (FunctionalTT(tol=-1.0), {}, ValueError, "tol"),
+        (FunctionalTT(regularization=-1.0), {}, ValueError, "regularization"),
+        (FunctionalTT(regularization={"lasso": 1.0}), {}, ValueError, "regularization"),
+        (FunctionalTT(max_rank=0), {}, ValueError, "max_rank"),
+        (FunctionalTT(rank_adaptive="yes"), {}, TypeError, "rank_adaptive"),
+        (FunctionalTT(callback=3), {}, TypeError, "callback"),
+        (FunctionalTT(init=3), {}, TypeError, "init"),
+        (FunctionalTT(init="model"), {}, ValueError, "init"),
+        (FunctionalTT(init=FunctionalTT()), {}, ValueError, "init"),
+        (FunctionalTT(rng="seed"), {}, TypeError, "rng"),
     ]
     for est, kw, err, match in cases:
         with pytest.raises(err, match=match):
@@ -315,7 +318,7 @@ def test_validation_errors():
         FunctionalTT().fit(X, np.full(30, np.inf))
     with pytest.raises(TypeError, match="numeric"):
         FunctionalTT().fit(X.astype(str), y)
-    f = FunctionalTT(degree=2).fit(X, y, rng=0, sweeps=1)
+    f = FunctionalTT(degree=2, rng=0, sweeps=1).fit(X, y)
     with pytest.raises(ValueError, match="features"):
         f.predict(np.zeros((3, 5)))
     with pytest.raises(ValueError, match="2-D"):
@@ -323,7 +326,7 @@ def test_validation_errors():
     with pytest.raises(TypeError, match="gradient"):
         f.evaluate(X, gradient="yes")
     with pytest.raises(ValueError, match="incompatible basis"):
-        FunctionalTT(degree=3).fit(X, y, warm_start=f)
+        FunctionalTT(degree=3, init=f).fit(X, y)
 
 
 @pytest.mark.parametrize("basis", ["legendre", "hermite", "bspline"])

@@ -8,7 +8,7 @@ from numtk.ftt import FunctionalTT, interpolation_nodes, tt_cross
 
 def _fitted():
     X = np.random.default_rng(0).uniform(-1, 1, size=(40, 2))
-    return FunctionalTT(degree=3).fit(X, X[:, 0] * X[:, 1], sweeps=2, rng=0)
+    return FunctionalTT(degree=3, sweeps=2, rng=0).fit(X, X[:, 0] * X[:, 1])
 
 
 @pytest.mark.parametrize("method", ["predict", "gradient", "laplacian"])
@@ -63,7 +63,7 @@ def test_huge_ranks_and_sweeps_are_refused():
     with pytest.raises(ValueError, match="`ranks`"):
         FunctionalTT(ranks=10**12).fit(X, X[:, 0])
     with pytest.raises(ValueError, match="`sweeps`"):
-        FunctionalTT().fit(X, X[:, 0], sweeps=2**63)
+        FunctionalTT(sweeps=2**63).fit(X, X[:, 0])
     with pytest.raises(ValueError, match="`max_rank`"):
         _fitted().round(max_rank=0)
 

@@ -294,8 +294,8 @@ def test_fit_with_workers_matches_serial():
     X = rng.uniform(-1, 1, (5000, 4))
     y = np.sin(X[:, 0] + X[:, 1]) + X[:, 2] * X[:, 3]
     kw = dict(sweeps=3, rng=0)
-    f1 = FunctionalTT("bspline", degree=7, ranks=2, domain=[[-1, 1]] * 4).fit(X, y, **kw)
-    f2 = FunctionalTT("bspline", degree=7, ranks=2, domain=[[-1, 1]] * 4, workers=2).fit(X, y, **kw)
+    f1 = FunctionalTT("bspline", degree=7, ranks=2, domain=[[-1, 1]] * 4, **kw).fit(X, y)
+    f2 = FunctionalTT("bspline", degree=7, ranks=2, domain=[[-1, 1]] * 4, workers=2, **kw).fit(X, y)
     assert f1.ranks_ == f2.ranks_
     np.testing.assert_allclose(f2.predict(X), f1.predict(X), rtol=0, atol=1e-8)
     with pytest.raises(ValueError, match="workers"):

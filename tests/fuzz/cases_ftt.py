@@ -20,26 +20,52 @@ def _fitted():
         from numtk.ftt import FunctionalTT
 
         X, y = _data()
-        _FITTED = FunctionalTT(degree=3, ranks=2).fit(X, y, sweeps=2, rng=0)
+        _FITTED = FunctionalTT(degree=3, ranks=2, sweeps=2, rng=0).fit(X, y)
     return _FITTED
 
 
 def _ctor():
+    """Constructor parameters are validated by ``fit`` (scikit-learn's convention: ``__init__`` only stores
+    them): the case builds the estimator with the fuzzed parameter and fits it. The wrapper stands for the
+    class: it carries the class's declaration and is identified with it (``__func__``)."""
+    from numtk._lib._constraints import declared_constraints
     from numtk.ftt import FunctionalTT
 
     X, y = _data()
 
     def build_and_fit(**kw):
-        return FunctionalTT(**kw).fit(X, y, sweeps=1, rng=0).cores_
+        return FunctionalTT(**{"sweeps": 1, "rng": 0, **kw}).fit(X, y).cores_
 
+    build_and_fit.__func__ = FunctionalTT
+    build_and_fit.__numtk_constraints__ = declared_constraints(FunctionalTT)
     return build_and_fit, (), {"degree": 3}
+
+
+def _ctor_fitted_init():
+    from numtk.ftt import FunctionalTT
+
+    X, y = _data()
+
+    def build_and_fit(init="random", **kw):
+        return FunctionalTT(degree=3, sweeps=1, rng=0, init=init, **kw).fit(X, y).cores_
+
+    return build_and_fit, (), {"init": _fitted()}
 
 
 def _fit():
     from numtk.ftt import FunctionalTT
 
     X, y = _data()
-    return FunctionalTT(degree=3).fit, (X, y), {"sweeps": 2, "rng": 0}
+    return FunctionalTT(degree=3, sweeps=2, rng=0).fit, (X, y), {}
+
+
+def _score():
+    X, y = _data()
+    return _fitted().score, (X[:6], y[:6]), {}
+
+
+def _additive():
+    return _fitted().additive, ([np.sin, np.cos, np.tanh],), {"constant": 1.0}
 
 
 def _method(name, **kw):
@@ -108,6 +134,17 @@ def _cross():
     return tt_cross, (f, 3), {"degree": 4, "domain": [[-1, 1]] * 3, "sweeps": 2, "rng": 0}
 
 
+def _cross_callback():
+    from numtk.ftt import tt_cross
+
+    f = lambda x: np.sin(x[:, 0]) + x[:, 1] * x[:, 2]  # noqa: E731
+
+    def callback(intermediate_result):
+        raise StopIteration
+
+    return tt_cross, (f, 3), {"degree": 4, "domain": [[-1, 1]] * 3, "sweeps": 2, "rng": 0, "callback": callback}
+
+
 def _cross_hermite():
     from numtk.ftt import tt_cross
 
@@ -118,20 +155,27 @@ def _cross_hermite():
 CASES = {c.name: c for c in [
     Case("numtk.ftt.FunctionalTT", _ctor,
          {"basis": "option", "degree": "int>=0", "ranks": "int>=1", "domain": "array2d", "loc": "real",
-          "scale": "real>0", "extrapolate": "option", "workers": "workers"}),
+          "scale": "real>0", "extrapolate": "option", "workers": "workers"},
+         # 3: a valid ridge weight (regularization is a number or a {'ridge', 'h2'} dict)
+         skip={"regularization": ("3",)}),
+    # a fitted train as `init` (a warm start); every other parameter fuzzed around it
+    Case("numtk.ftt.FunctionalTT[init]", _ctor_fitted_init,
+         {"sweeps": "count", "tol": "real>=0", "rank_adaptive": "bool", "max_rank": "int>=1",
+          "rank_tol": "real>=0", "rng": "rng", "progress": "bool", "callback": "callable"}),
     Case("numtk.ftt.FunctionalTT.fit", _fit,
-         {"X": "array2d", "y": "array1d", "sample_weight": "array1d", "sweeps": "count", "tol": "real>=0",
-          "regularization": "real>=0", "rank_adaptive": "bool", "max_rank": "int>=1", "rank_tol": "real>=0",
-          "rng": "rng", "progress": "bool", "callback": "callable", "directional": "array2d",
-          "init": "option", "warm_start": "callable"},
+         {"X": "array2d", "y": "array1d", "sample_weight": "array1d", "directional": "array2d"},
          positional={"X": 0, "y": 1}),
+    Case("numtk.ftt.FunctionalTT.score", _score,
+         {"X": "array2d", "y": "array1d", "sample_weight": "array1d"}, positional={"X": 0, "y": 1}),
+    Case("numtk.ftt.FunctionalTT.additive", _additive, {"functions": "option", "constant": "real"},
+         positional={"functions": 0}),
     Case("numtk.ftt.FunctionalTT.predict", _method("predict"), {"X": "array2d"}, positional={"X": 0}),
     Case("numtk.ftt.FunctionalTT.predict[workers]", _workers("predict"), {"workers": "workers"}),
     Case("numtk.ftt.FunctionalTT.gradient", _method("gradient"), {"X": "array2d"}, positional={"X": 0}),
     Case("numtk.ftt.FunctionalTT.gradient[workers]", _workers("gradient"), {"workers": "workers"}),
     Case("numtk.ftt.FunctionalTT.laplacian", _method("laplacian"), {"X": "array2d"}, positional={"X": 0}),
     Case("numtk.ftt.FunctionalTT.evaluate", _method("evaluate"),
-         {"X": "array2d", "gradient": "bool", "laplacian": "bool"}, positional={"X": 0}),
+         {"X": "array2d", "gradient": "bool", "laplacian": "bool", "overflow": "option"}, positional={"X": 0}),
     Case("numtk.ftt.FunctionalTT.round", _round, {"tol": "real>=0", "max_rank": "cap"}),
     Case("numtk.ftt.FunctionalTT.integrate", _integrate, {"weight": "option"},
          # None is the documented default (the natural measure of the bases)
@@ -146,6 +190,8 @@ CASES = {c.name: c for c in [
     Case("numtk.ftt.tt_cross", _cross,
          {"f": "callable", "d": "int>=1", "basis": "option", "degree": "int>=0", "domain": "array2d",
           "max_rank": "int>=1", "tol": "real>=0", "sweeps": "count", "kick": "int>=0", "rng": "rng",
-          "workers": "workers", "progress": "bool"}, positional={"f": 0, "d": 1}, timeout=60),
+          "workers": "workers", "progress": "bool", "callback": "callable"}, positional={"f": 0, "d": 1},
+         timeout=60),
+    Case("numtk.ftt.tt_cross[callback]", _cross_callback, {"sweeps": "count", "rng": "rng"}),
     Case("numtk.ftt.tt_cross[hermite]", _cross_hermite, {"loc": "real", "scale": "real>0"}),
 ]}

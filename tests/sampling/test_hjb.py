@@ -487,7 +487,7 @@ def test_gradient_bound_caps_the_norm_only():
 
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, (400, 2))
-    W = FunctionalTT("legendre", degree=3, domain=[[-2, 2], [-2, 2]]).fit(X, 3 * X[:, 0] ** 2 + X[:, 1], rng=0)
+    W = FunctionalTT("legendre", degree=3, domain=[[-2, 2], [-2, 2]], rng=0).fit(X, 3 * X[:, 0] ** 2 + X[:, 1])
     y = np.array([[0.1, 0.5], [1.5, -1.0], [-1.9, 1.9]])
     g = W.gradient(y)
     bound = 0.5 * float(np.max(np.linalg.norm(g, axis=1)))

@@ -230,11 +230,31 @@ def check_options(options: Any, name: str = "options") -> dict:
     return dict(options)
 
 
-def per_coordinate(value: Any, d: int, name: str) -> np.ndarray:
+def per_coordinate(value: Any, d: int, name: str, *, real: bool = True) -> np.ndarray | list:
     """A finite real scalar broadcast to shape ``(d,)``, or a finite real array of that shape (float64).
 
     Strings and bools are refused (TypeError), as complex and object input are by :func:`as_array`.
+
+    With ``real=False`` the entries are not converted: a scalar (a string counts as one) is repeated into
+    a list of ``d`` entries and a sequence must have ``d`` entries (returned as a list); the caller checks
+    each entry (a basis name, a degree).
     """
+    if not real:
+        try:
+            scalar = isinstance(value, (str, bytes)) or np.ndim(value) == 0
+        except (ValueError, TypeError):  # a ragged sequence: a sequence all the same
+            scalar = False
+        if scalar:
+            return [value] * d
+        try:
+            values = list(value)
+        except TypeError:
+            raise TypeError(f"`{name}` must be a scalar or a sequence of {d} entries; "
+                            f"got {type(value).__name__}") from None
+        if len(values) != d:
+            raise ValueError(f"`{name}` must be a scalar or have one entry per coordinate ({d}); "
+                             f"got {len(values)} entries")
+        return values
     if isinstance(value, (str, bytes, bool, np.bool_)):
         raise TypeError(f"`{name}` must be a real number or an array of shape ({d},); got {type(value).__name__}")
     arr = as_array(value, name).astype(np.float64)

@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 import scipy.linalg
 
-from numtk._lib import progress_bar
+from numtk._lib import Result, progress_bar
 from numtk._lib._workers import blas_threads
 
 CHUNK = 4096
@@ -326,7 +326,11 @@ def _rmse(pred, y, w):
 
 def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adaptive, max_rank, rank_tol, rng,
         progress=False, callback=None, dphis=None, D=None, threads=1):
-    """Fit the cores in place by ALS. Returns (best_cores, history, n_sweeps).
+    """Fit the cores in place by ALS. Returns (best_cores, history, n_sweeps, status, message).
+
+    ``callback(intermediate_result)`` is called after each sweep (a Result: ``n_iter``, ``train_rmse``,
+    ``val_rmse``, ``ranks``, ``cores``); ``StopIteration`` raised in it ends the iteration (status
+    ``'callback'``).
 
     ``phis[k]`` is the (M, n_k) basis matrix of coordinate k over all rows (the first ``n_train`` rows
     are the training rows, the others the validation rows); ``w`` the sample weights. With ``D`` (M, d)
@@ -441,6 +445,7 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
     stale = 0
     enrich = False
     n_done = 0
+    status, message = "max_iterations", "the sweep budget is spent"
     bar = progress_bar(range(sweeps), progress=progress, desc="FunctionalTT ALS")
     try:
         for sweep in range(sweeps):
@@ -501,10 +506,16 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
             n_done = sweep + 1
             bar.update(1)
             bar.set_postfix(val_rmse=f"{err[1]:.3e}", ranks=max(ranks()))
-            if callback is not None and callback(sweep + 1, history):
-                break
+            if callback is not None:
+                try:
+                    callback(Result(n_iter=n_done, train_rmse=err[0], val_rmse=err[1], ranks=ranks(),
+                                    cores=[c.copy() for c in cores]))
+                except StopIteration:
+                    status, message = "callback", "stopped by the callback"
+                    break
             cur = err[1]
             if cur <= floor:
+                status, message = "converged", "the validation error is at round-off: the fit is exact"
                 break
             change = (prev_val - cur) / prev_val if prev_val > 0 else 0.0
             prev_val = cur
@@ -512,8 +523,10 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
                 can_grow = any(c.shape[2] < max_rank for c in cores[:-1])
                 # patience: an enriched direction needs a sweep or two before ALS exploits it
                 if stale >= 4 or (stale >= 2 and not can_grow):
+                    status, message = "stalled", f"no sweep validated better for {stale} sweeps"
                     break
                 if abs(change) < tol and not can_grow:
+                    status, message = "converged", "the relative change of the validation error is below tol"
                     break
                 # enrich when progress stalls, unless the model already overfits (validation error over
                 # twice the training error: in d = 50 with 3600 rows, 0.36 against 0.12, enriching grew the
@@ -523,7 +536,8 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
                 overfit = has_val and cur > 2.0 * err[0]
                 enrich = change < ENRICH_BELOW and can_grow and not truncated_any and not resolved and not overfit
             elif abs(change) < tol:
+                status, message = "converged", "the relative change of the validation error is below tol"
                 break
     finally:
         bar.close()
-    return best[0], history, n_done
+    return best[0], history, n_done, status, message

@@ -19,8 +19,9 @@ from typing import Any, Callable
 import numpy as np
 import scipy.linalg
 
-from numtk._lib import normalize_rng, progress_bar
-from numtk._lib._validation import as_array, check_bool, check_int, check_real
+from numtk._lib import Result, normalize_rng, progress_bar
+from numtk._lib._constraints import constraints
+from numtk._lib._validation import as_array, check_bool, check_callback, check_int, check_real
 from numtk._lib._workers import as_map, map_rows
 from numtk.ftt._basis import Basis1D, evaluate
 from numtk.ftt._functional_tt import FunctionalTT
@@ -32,6 +33,7 @@ _MAX_RANK = 256        # fiber matrices are r x n x (r + kick)
 _MAX_SWEEPS = 10_000
 
 
+@constraints(basis="option", degree="int>=0", domain="array1d", loc="real", scale="real>0")
 def interpolation_nodes(basis: str = "legendre", degree: int = 16, domain: Any = None, *, loc: float = 0.0,
                         scale: float = 1.0) -> np.ndarray:
     """The ``degree + 1`` nodes at which :func:`tt_cross` samples one coordinate.
@@ -154,9 +156,13 @@ def _rank_from_svd(s: np.ndarray, tol: float, max_rank: int) -> int:
     return max(1, min(r, max_rank))
 
 
+@constraints(f="callable", d="int>=1", basis="option", degree="int>=0", domain="array2d", loc="real",
+             scale="real>0", max_rank="int>=1", tol="real>=0", sweeps="count", kick="int>=0", rng="rng",
+             workers="workers", progress="bool", callback="callable")
 def tt_cross(f: Callable, d: int, *, basis: str = "legendre", degree: Any = 16, domain: Any = None,
              loc: Any = 0.0, scale: Any = 1.0, max_rank: int = 10, tol: float = 1e-8, sweeps: int = 10,
-             kick: int = 2, rng: Any = None, workers: Any = None, progress: bool = False) -> FunctionalTT:
+             kick: int = 2, rng: Any = None, workers: Any = 1, progress: bool = False,
+             callback: Callable | None = None) -> Result:
     """Approximate ``f`` by a functional tensor train through cross interpolation on a node grid.
 
     ``f`` is evaluated only at points of the tensor grid of each coordinate's interpolation nodes
@@ -192,19 +198,46 @@ def tt_cross(f: Callable, d: int, *, basis: str = "legendre", degree: Any = 16, 
         ranks (2) fixed; at most 256.
     rng : {None, int, numpy.random.Generator}, optional
         Randomness of the initial and added index sets.
-    workers : int or map-like callable, optional
-        Spreads the evaluations of ``f`` over chunks of 8192 points: ``None`` or ``1`` (default) calls ``f``
+    workers : int or map-like callable, default 1
+        Spreads the evaluations of ``f`` over chunks of 8192 points: ``1`` (default) calls ``f``
         once per fiber batch, ``-1`` uses a process per available core, ``k > 1`` k processes (``f`` must
         then be picklable), and a map-like callable ``workers(f, chunks)`` (``map``, ``Pool.map``) is used
         as given.
     progress : bool, default False
         Show a progress bar over the sweeps.
+    callback : callable, optional
+        ``callback(intermediate_result)`` after each sweep, with a Result of fields ``n_iter``, ``ranks``,
+        ``error``, ``change``, ``n_evals`` (as in the returned Result) and ``tt`` (the current interpolant,
+        a FunctionalTT). Raising ``StopIteration`` in it ends the iteration: the current interpolant is
+        returned with ``status == 'callback'``. Its return value is ignored.
 
     Returns
     -------
-    FunctionalTT
-        Fitted train; ``n_iter_`` is the number of sweeps and ``history_`` lists per sweep the ranks,
-        the relative change and the cumulative number of evaluations (``'n_evals'``).
+    res : Result
+        With the fields:
+
+        tt : FunctionalTT
+            The interpolant (a train as :meth:`FunctionalTT.from_cores` makes it, with the given bases).
+        n_iter : int
+            Sweeps run.
+        success : bool
+            Whether the iteration converged (``status == 'converged'``).
+        status : str
+            ``'converged'`` (the test error or the change between two sweeps fell to ``tol``),
+            ``'max_iterations'`` (``sweeps`` spent) or ``'callback'`` (stopped by the callback).
+        message : str
+            ``status`` in words.
+        ranks : tuple of int
+            ``tt.ranks_``.
+        error : float
+            Relative RMS error of the interpolant at 1000 random grid points (drawn once, before the
+            first sweep).
+        n_evals : int
+            Evaluations of ``f`` in all (the test points included).
+        history : list of dict
+            Per sweep: ``sweep``, ``ranks``, ``test_error``, ``change`` (relative RMS change of the
+            interpolant at the test points since the previous sweep; None after the first) and
+            ``n_evals`` (cumulative).
 
     Raises
     ------
@@ -237,11 +270,13 @@ def tt_cross(f: Callable, d: int, *, basis: str = "legendre", degree: Any = 16, 
     >>> import numpy as np
     >>> from numtk.ftt import tt_cross
     >>> f = lambda x: np.sin(x[:, 0]) + x[:, 1] * x[:, 2] ** 2 + np.cos(x[:, 3])
-    >>> tt = tt_cross(f, 4, degree=20, domain=[[-1, 1]] * 4, rng=0)
-    >>> tt.ranks_  # the middle bond separates {1, x1, sin x0} from {x2^2, cos x3, 1}
+    >>> res = tt_cross(f, 4, degree=20, domain=[[-1, 1]] * 4, rng=0)
+    >>> res.ranks  # the middle bond separates {1, x1, sin x0} from {x2^2, cos x3, 1}
     (1, 2, 3, 2, 1)
+    >>> res.status, res.n_iter
+    ('converged', 1)
     >>> X = np.random.default_rng(1).uniform(-1, 1, (5, 4))
-    >>> bool(np.allclose(tt.predict(X), f(X), atol=1e-10))
+    >>> bool(np.allclose(res.tt.predict(X), f(X), atol=1e-10))
     True
     """
     if not callable(f):
@@ -252,8 +287,9 @@ def tt_cross(f: Callable, d: int, *, basis: str = "legendre", degree: Any = 16, 
     sweeps = check_int(sweeps, "sweeps", minimum=1, maximum=_MAX_SWEEPS)
     kick = check_int(kick, "kick", minimum=0, maximum=_MAX_RANK)
     progress = check_bool(progress, "progress")
+    check_callback(callback)
     rng = normalize_rng(rng)
-    if workers is not None and not callable(workers):
+    if not callable(workers):
         from numtk._lib._workers import n_threads
 
         n_threads(workers)  # an int `workers` is validated (bounded) before any pool is opened
@@ -277,7 +313,7 @@ def tt_cross(f: Callable, d: int, *, basis: str = "legendre", degree: Any = 16, 
     n_evals = [0]
     f = _RealValued(f)
 
-    pool = contextlib.nullcontext(None) if workers is None or workers == 1 else as_map(workers)
+    pool = contextlib.nullcontext(None) if workers == 1 and not callable(workers) else as_map(workers)
     with pool as mapper:
         def call(idx: np.ndarray) -> np.ndarray:
             """``f`` at the grid points with node indices ``idx`` (K, d)."""
@@ -320,6 +356,14 @@ def tt_cross(f: Callable, d: int, *, basis: str = "legendre", degree: Any = 16, 
         step_tol = tol / math.sqrt(max(d - 1, 1))
         bar = progress_bar(range(sweeps), progress=progress, desc="tt_cross sweeps")
         n_done = 0
+        status, message = "max_iterations", "the sweep budget is spent"
+
+        def interpolant() -> FunctionalTT:
+            """The current nodal cores as a FunctionalTT (coefficients by the inverse collocation matrices)."""
+            coef = [np.ascontiguousarray(np.einsum("ij,ajb->aib", inv_colloc[k], cores[k])) for k in range(d)]
+            return FunctionalTT.from_cores(coef, basis, degree=[n - 1 for n in ns], domain=domain, loc=loc,
+                                           scale=scale)
+
         try:
             for sweep in range(sweeps):
                 # left to right: cores 0..d-2 interpolative in their right index, core d-1 full fibers
@@ -353,23 +397,30 @@ def tt_cross(f: Callable, d: int, *, basis: str = "legendre", degree: Any = 16, 
                 n_done = sweep + 1
                 approx = _nodal_values(cores, test)
                 err = float(np.sqrt(np.mean((approx - f_test) ** 2)) / max(np.sqrt(np.mean(f_test ** 2)), 1e-300))
-                change = np.inf if prev is None else float(
+                change = None if prev is None else float(
                     np.sqrt(np.mean((approx - prev) ** 2)) / max(np.sqrt(np.mean(approx ** 2)), 1e-300))
                 prev = approx
                 ranks = (1,) + tuple(c.shape[2] for c in cores)
                 history.append({"sweep": n_done, "ranks": ranks, "test_error": err, "change": change,
                                 "n_evals": n_evals[0]})
                 bar.update(1)
-                if err <= tol or change <= tol:
+                if callback is not None:
+                    try:
+                        callback(Result(n_iter=n_done, ranks=ranks, error=err, change=change, n_evals=n_evals[0],
+                                        tt=interpolant()))
+                    except StopIteration:
+                        status, message = "callback", "stopped by the callback"
+                        break
+                if err <= tol or (change is not None and change <= tol):
+                    which = "test error" if err <= tol else "change between two sweeps"
+                    status, message = "converged", f"the {which} is at most tol"
                     break
         finally:
             bar.close()
 
-    coef = [np.ascontiguousarray(np.einsum("ij,ajb->aib", inv_colloc[k], cores[k])) for k in range(d)]
-    out = FunctionalTT.from_cores(coef, basis, degree=[n - 1 for n in ns], domain=domain, loc=loc, scale=scale)
-    out.n_iter_ = n_done
-    out.history_ = history
-    return out
+    tt = interpolant()
+    return Result(tt=tt, n_iter=n_done, success=status == "converged", status=status, message=message,
+                  ranks=tt.ranks_, error=history[-1]["test_error"], n_evals=n_evals[0], history=history)
 
 
 def _nodal_values(cores: list[np.ndarray], idx: np.ndarray) -> np.ndarray:

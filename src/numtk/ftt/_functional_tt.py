@@ -8,9 +8,10 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from numtk._lib import n_threads, normalize_rng, single_blas_thread
+from numtk._lib._constraints import constraints
 from numtk._lib._estimator import Estimator, check_is_fitted
-from numtk._lib._validation import (as_array, check_bool, check_callback, check_finite,
-                                     check_int, check_option, check_real)
+from numtk._lib._validation import (as_array, check_bool, check_callback, check_finite, check_int, check_option,
+                                     check_real, per_coordinate)
 from numtk.ftt import _basis
 from numtk.ftt._basis import Basis1D
 
@@ -18,21 +19,16 @@ __all__ = ["FunctionalTT"]
 
 _BASES = ("legendre", "hermite", "bspline")
 _EXTRAPOLATE = ("linear", "clip", "raise")
+_INITS = ("random", "additive")
 _MAX_N = 512
 _MAX_RANK = 256      # initial ranks and rank caps
 _MAX_SWEEPS = 10_000
 
 
-def _per_coordinate(value: Any, d: int, name: str) -> list:
-    """A scalar broadcast to d entries, or a length-d sequence (strings count as scalars)."""
-    if isinstance(value, (str, bytes)) or np.ndim(value) == 0:
-        return [value] * d
-    values = list(value)
-    if len(values) != d:
-        raise ValueError(f"`{name}` must be a scalar or have one entry per feature ({d}); got {len(values)} entries")
-    return values
-
-
+@constraints(basis="option", degree="int>=0", ranks="int>=1", domain="array2d", loc="real", scale="real>0",
+             extrapolate="option", init="option", sweeps="count", tol="real>=0",
+             regularization=("real>=0", "option"), rank_adaptive="bool", max_rank="int>=1", rank_tol="real>=0",
+             callback="callable", progress="bool", rng="rng", workers="workers")
 class FunctionalTT(Estimator):
     r"""A function of d variables as a functional tensor train, fitted by ALS with rank adaptation.
 
@@ -40,6 +36,9 @@ class FunctionalTT(Estimator):
     factors :math:`G_k(x) = \sum_i C_k[:, i, :] \phi^{(k)}_i(x)` expanded in a basis per coordinate.
     Values, gradients and Laplacians cost :math:`O(M d n r^2)` for M points (one compiled
     prefix/suffix pass).
+
+    A scikit-learn regressor: every parameter below is stored unchanged by the constructor and checked
+    by :meth:`fit`, so :func:`sklearn.base.clone`, pipelines and grid searches work.
 
     Parameters
     ----------
@@ -59,6 +58,43 @@ class FunctionalTT(Estimator):
     extrapolate : {'linear', 'clip', 'raise'}, default 'linear'
         Outside the box the bounded bases continue linearly from the edge, stay at the edge value,
         or evaluating raises ValueError.
+    init : {'random', 'additive'} or fitted FunctionalTT, default 'random'
+        The cores ALS starts from. ``'random'``: the constant ``mean(y)`` plus small random rank
+        padding. ``'additive'``: the least-squares additive model ``f_1(x_1) + ... + f_d(x_d)`` written as
+        its exact rank-2 train (padded to ``ranks``); ALS from a near-constant start can stall on functions
+        with a large dynamic range under a non-uniform design (a sum of quartic wells on Gaussian points:
+        9% relative error after 30 sweeps), and the additive start fits such a sum exactly. A fitted
+        FunctionalTT: a warm start from its cores and bases (its domain is used; the kinds and degrees
+        must be this estimator's), as a sequence of related fits (the time steps of a BSDE solver) does.
+        Like KMeans' ``init`` array, a fitted train given here is data: :func:`sklearn.base.clone` keeps it
+        as it is.
+    sweeps : int, default 10
+        Maximum number of full (left-to-right and back) sweeps.
+    tol : float, default 1e-6
+        Stop when the relative change of the validation RMSE between sweeps is below ``tol``.
+    regularization : float or dict, default 1e-8
+        Ridge weight, or ``{'ridge': lam, 'h2': lam2}`` adding ``lam2`` times the integral of the
+        squared second derivative of each core's univariate functions.
+    rank_adaptive : bool, default True
+        Truncate negligible singular values (below ``rank_tol`` times the largest) and, when the
+        validation RMSE improves by less than 5% over a sweep, enrich every bond by one direction
+        fitted to the current residual (a correction core between the left interface and a random
+        sketch of the sites to the right; a random direction for ``directional`` fits). No
+        enrichment once the validation error is within ``10 * rank_tol`` of the data's scale.
+    max_rank : int, default 10
+        Largest rank any bond may reach (at most 64).
+    rank_tol : float, default 1e-8
+        Relative singular-value threshold of the truncation.
+    callback : callable, optional
+        ``callback(intermediate_result)`` after each sweep, with a :class:`~numtk._lib.Result` of fields
+        ``n_iter`` (sweeps done), ``train_rmse``, ``val_rmse`` (the current model's errors), ``ranks`` and
+        ``cores`` (copies of the current cores). Raising ``StopIteration`` in it ends the fit normally
+        (``status_ == 'callback'``); its return value is ignored.
+    progress : bool, default False
+        Show a tqdm bar over the sweeps.
+    rng : {None, int, numpy.random.Generator}, optional
+        Randomness of the validation split, the initial padding and the enrichment directions. An int
+        makes every :meth:`fit` reproducible; a Generator is drawn from (successive fits differ).
     workers : int, default 1
         Threads of the evaluation kernel (:meth:`predict`, :meth:`gradient`, :meth:`laplacian`,
         :meth:`evaluate`) and of the assembly of the normal equations in :meth:`fit` (rows split
@@ -82,6 +118,24 @@ class FunctionalTT(Estimator):
         Number of ALS sweeps run (0 for :meth:`from_cores` and arithmetic results).
     history_ : list of dict
         Per half-sweep: ``sweep``, ``direction``, ``train_rmse``, ``val_rmse``, ``ranks``.
+    status_ : str or None
+        Why the fit stopped: ``'converged'`` (the relative change of the validation RMSE fell below
+        ``tol``, or the fit is exact to round-off), ``'stalled'`` (no sweep validated better for several
+        sweeps), ``'max_iterations'`` (``sweeps`` spent) or ``'callback'`` (the callback raised
+        ``StopIteration``). In every case the model kept is the one that validated best. None for trains
+        made by :meth:`from_cores`, :meth:`round`, :meth:`additive` and arithmetic.
+    message_ : str
+        ``status_`` in words.
+
+    See Also
+    --------
+    tt_cross : a FunctionalTT from function evaluations instead of data.
+
+    Notes
+    -----
+    10% of the rows (chosen by ``rng``; none when fewer than 20 rows) are held out to measure the
+    validation RMSE, which decides convergence, rank enrichment and the model kept (the best one, the
+    starting model included).
 
     References
     ----------
@@ -97,16 +151,22 @@ class FunctionalTT(Estimator):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-1, 1, size=(2000, 4))
     >>> y = np.sin(X[:, 0]) + X[:, 1] ** 2 + np.cos(X[:, 2]) * X[:, 3]
-    >>> f = FunctionalTT(degree=10, ranks=1).fit(X, y, sweeps=20, rng=0)
+    >>> f = FunctionalTT(degree=10, ranks=1, sweeps=20, rng=0).fit(X, y)
     >>> f.ranks_
     (1, 2, 2, 2, 1)
     >>> bool(np.max(np.abs(f.predict(X) - y)) < 1e-5)
     True
     """
 
+    _estimator_kind = "regressor"
+
     def __init__(self, basis: str | Sequence[str] = "legendre", degree: int | Sequence[int] = 8,
                  ranks: int | Sequence[int] = 2, domain: Any = None, *, loc: float | Sequence[float] = 0.0,
-                 scale: float | Sequence[float] = 1.0, extrapolate: str = "linear", workers: Any = 1) -> None:
+                 scale: float | Sequence[float] = 1.0, extrapolate: str = "linear",
+                 init: "str | FunctionalTT" = "random", sweeps: int = 10, tol: float = 1e-6,
+                 regularization: float | dict = 1e-8, rank_adaptive: bool = True, max_rank: int = 10,
+                 rank_tol: float = 1e-8, callback: Callable | None = None, progress: bool = False,
+                 rng: Any = None, workers: Any = 1) -> None:
         self.basis = basis
         self.degree = degree
         self.ranks = ranks
@@ -114,22 +174,46 @@ class FunctionalTT(Estimator):
         self.loc = loc
         self.scale = scale
         self.extrapolate = extrapolate
+        self.init = init
+        self.sweeps = sweeps
+        self.tol = tol
+        self.regularization = regularization
+        self.rank_adaptive = rank_adaptive
+        self.max_rank = max_rank
+        self.rank_tol = rank_tol
+        self.callback = callback
+        self.progress = progress
+        self.rng = rng
         self.workers = workers
+
+    def __sklearn_clone__(self) -> "FunctionalTT":
+        """scikit-learn's :func:`~sklearn.base.clone`: an unfitted estimator with the same parameters.
+
+        Parameters are cloned as scikit-learn does, except a fitted FunctionalTT given as ``init``: it is
+        the starting point (data, as KMeans' ``init`` array), so it is kept fitted instead of being
+        replaced by an unfitted copy.
+        """
+        from sklearn.base import clone
+
+        params = {name: value if name == "init" and isinstance(value, FunctionalTT) else clone(value, safe=False)
+                  for name, value in self.get_params(deep=False).items()}
+        return type(self)(**params)
 
     # ------------------------------------------------------------------------------------------------
     # parameters
 
     def _resolve_bases(self, d: int, X: np.ndarray | None) -> list[Basis1D]:
-        kinds = _per_coordinate(self.basis, d, "basis")
+        kinds = per_coordinate(self.basis, d, "basis", real=False)
         for kind in kinds:
             if not isinstance(kind, str) or kind not in _BASES:
                 raise ValueError(f"`basis` entries must be one of 'legendre', 'hermite', 'bspline'; got {kind!r}")
-        degrees = [check_int(v, "degree", minimum=0, maximum=_MAX_N - 1) for v in _per_coordinate(self.degree, d, "degree")]
+        degrees = [check_int(v, "degree", minimum=0, maximum=_MAX_N - 1)
+                   for v in per_coordinate(self.degree, d, "degree", real=False)]
         for kind, deg in zip(kinds, degrees):
             if kind == "bspline" and deg < 3:
                 raise ValueError(f"`degree` must be >= 3 for the cubic 'bspline' basis; got {deg}")
-        locs = [check_real(v, "loc") for v in _per_coordinate(self.loc, d, "loc")]
-        scales = [check_real(v, "scale", low=0.0, low_open=True) for v in _per_coordinate(self.scale, d, "scale")]
+        locs = [float(v) for v in per_coordinate(self.loc, d, "loc")]
+        scales = [check_real(float(v), "scale", low=0.0, low_open=True) for v in per_coordinate(self.scale, d, "scale")]
         check_option(self.extrapolate, "extrapolate", _EXTRAPOLATE)
         bounded = [k != "hermite" for k in kinds]
         if self.domain is not None:
@@ -165,7 +249,7 @@ class FunctionalTT(Estimator):
     def _domain_of(bases: list[Basis1D]) -> np.ndarray:
         return np.array([[b.p0, b.p1] if b.bounded else [-np.inf, np.inf] for b in bases])
 
-    def _set_fitted(self, bases, cores, n_iter=0, history=None):
+    def _set_fitted(self, bases, cores, n_iter=0, history=None, status=None, message="built from cores (no fit)"):
         self._bases = list(bases)
         self.bases_ = tuple(bases)
         self.cores_ = [np.ascontiguousarray(c, dtype=np.float64) for c in cores]
@@ -174,20 +258,54 @@ class FunctionalTT(Estimator):
         self.n_features_in_ = len(bases)
         self.n_iter_ = n_iter
         self.history_ = [] if history is None else history
+        self.status_ = status
+        self.message_ = message
         return self
 
     # ------------------------------------------------------------------------------------------------
     # fitting
 
-    def fit(self, X: Any, y: Any, *, sample_weight: Any = None, sweeps: int = 10, tol: float = 1e-6,
-            regularization: float | dict = 1e-8, rank_adaptive: bool = True, max_rank: int = 10,
-            rank_tol: float = 1e-8, warm_start: "FunctionalTT | None" = None, rng: Any = None,
-            progress: bool = False, callback: Callable | None = None,
-            directional: Any = None, init: str = "random") -> "FunctionalTT":
+    def _check_y_weight(self, y: Any, sample_weight: Any, M: int) -> tuple[np.ndarray, np.ndarray]:
+        """``y`` (M,) and the weights (M,) (ones when None), validated."""
+        if y is None:
+            raise ValueError("`y` is required: FunctionalTT requires y to be passed, but the target y is None")
+        y = as_array(y, "y", ndim=1).astype(np.float64)
+        check_finite(y, "y")
+        if len(y) != M:
+            raise ValueError(f"`X` and `y` must have the same length; `X` has {M} rows and `y` has {len(y)}")
+        if sample_weight is None:
+            return y, np.ones(M)
+        w = as_array(sample_weight, "sample_weight", ndim=1).astype(np.float64)
+        check_finite(w, "sample_weight")
+        if len(w) != M:
+            raise ValueError(f"`sample_weight` must have length {M}; got {len(w)}")
+        if np.any(w < 0) or not np.any(w > 0):
+            raise ValueError("`sample_weight` must be non-negative and not all zero")
+        return y, w
+
+    def _check_init(self, d: int, X: np.ndarray) -> "FunctionalTT | str":
+        init = self.init
+        if isinstance(init, FunctionalTT):
+            if not hasattr(init, "cores_"):
+                raise ValueError("`init` must be 'random', 'additive' or a fitted FunctionalTT; this FunctionalTT "
+                                 "is not fitted")
+            if init.n_features_in_ != d:
+                raise ValueError(f"`init` has {init.n_features_in_} features; X has {d}")
+            own = self._resolve_bases(d, X)
+            for k, (a, b) in enumerate(zip(own, init._bases)):
+                if a.kind != b.kind or a.n != b.n or (a.kind == "hermite" and not a.same_as(b)):
+                    raise ValueError(f"`init` has an incompatible basis at coordinate {k}: "
+                                     f"{b.kind}/{b.n - 1} vs {a.kind}/{a.n - 1}")
+            return init
+        if not isinstance(init, str):
+            raise TypeError(f"`init` must be 'random', 'additive' or a fitted FunctionalTT; got {type(init).__name__}")
+        return check_option(init, "init", _INITS)
+
+    @constraints(X="array2d", y="array1d", sample_weight="array1d", directional="array2d")
+    def fit(self, X: Any, y: Any, *, sample_weight: Any = None, directional: Any = None) -> "FunctionalTT":
         """Fit the cores to samples ``(X, y)`` by alternating least squares with rank adaptation.
 
-        10% of the rows (chosen by ``rng``; none when fewer than 20 rows) are held out to measure the
-        validation RMSE, which decides convergence, rank enrichment and the model kept (the best one).
+        Every hyperparameter is a constructor parameter (see the class); ``fit`` takes data only.
 
         Parameters
         ----------
@@ -197,42 +315,11 @@ class FunctionalTT(Estimator):
             Function values (finite).
         sample_weight : array_like of shape (M,), optional
             Non-negative weights, not all zero.
-        sweeps : int, default 10
-            Maximum number of full (left-to-right and back) sweeps.
-        tol : float, default 1e-6
-            Stop when the relative change of the validation RMSE between sweeps is below ``tol``.
-        regularization : float or dict, default 1e-8
-            Ridge weight, or ``{'ridge': lam, 'h2': lam2}`` adding ``lam2`` times the integral of the
-            squared second derivative of each core's univariate functions.
-        rank_adaptive : bool, default True
-            Truncate negligible singular values (below ``rank_tol`` times the largest) and, when the
-            validation RMSE improves by less than 5% over a sweep, enrich every bond by one direction
-            fitted to the current residual (a correction core between the left interface and a random
-            sketch of the sites to the right; a random direction for ``directional`` fits). No
-            enrichment once the validation error is within ``10 * rank_tol`` of the data's scale.
-        max_rank : int, default 10
-            Largest rank any bond may reach.
-        rank_tol : float, default 1e-8
-            Relative singular-value threshold of the truncation.
-        warm_start : FunctionalTT, optional
-            A fitted model with the same bases whose cores start the iteration (its domain is used).
-        rng : {None, int, numpy.random.Generator}, optional
-            Randomness of the validation split, the initial padding and the enrichment directions.
-        progress : bool, default False
-            Show a tqdm bar over the sweeps.
-        callback : callable, optional
-            ``callback(sweep, history)`` after each sweep; returning True stops the iteration.
         directional : array_like of shape (M, d), optional
-            Vectors ``v_m``: fit ``f(x_m) + v_m . grad f(x_m) = y_m`` instead of ``f(x_m) = y_m`` (a
-            first-order differential operator in the rows; the linearised implicit BSDE step of
-            :mod:`numtk.sampling` is this problem). The rows are then formed explicitly in chunks.
-        init : {'random', 'additive'}, default 'random'
-            Starting cores when there is no ``warm_start``: the constant ``mean(y)`` plus small random
-            rank padding, or the least-squares additive model ``f_1(x_1) + ... + f_d(x_d)`` written as its
-            exact rank-2 train (padded to ``ranks``). ALS from a near-constant start can stall on
-            functions with a large dynamic range under a non-uniform design (a sum of quartic wells on
-            Gaussian points: 9% relative error after 30 sweeps); log-densities are often close to
-            additive, and the additive start fits such a sum exactly.
+            Vectors ``v_m``, one per row (data, like ``sample_weight``): fit
+            ``f(x_m) + v_m . grad f(x_m) = y_m`` instead of ``f(x_m) = y_m`` (a first-order differential
+            operator in the rows; the linearised implicit BSDE step of :mod:`numtk.sampling` is this
+            problem). The rows are then formed explicitly in chunks.
 
         Returns
         -------
@@ -245,7 +332,7 @@ class FunctionalTT(Estimator):
         >>> from numtk.ftt import FunctionalTT
         >>> X = np.random.default_rng(1).normal(size=(1000, 3))
         >>> y = (1 + X[:, 0]) * X[:, 1] ** 2 * (X[:, 2] - 2)   # a product: rank 1
-        >>> f = FunctionalTT("hermite", degree=3, ranks=1).fit(X, y, rng=0)
+        >>> f = FunctionalTT("hermite", degree=3, ranks=1, rng=0).fit(X, y)
         >>> f.ranks_
         (1, 1, 1, 1)
         >>> bool(np.allclose(f.predict([[1.0, 2.0, 3.0]]), 8.0))
@@ -255,59 +342,38 @@ class FunctionalTT(Estimator):
 
         X = self._check_X(X, fitting=True)
         M, d = X.shape
-        y = as_array(y, "y", ndim=1).astype(np.float64)
-        check_finite(y, "y")
-        if len(y) != M:
-            raise ValueError(f"`X` and `y` must have the same length; `X` has {M} rows and `y` has {len(y)}")
+        y, w = self._check_y_weight(y, sample_weight, M)
         if M < 1:
             raise ValueError("`X` must have at least one row")
-        if sample_weight is None:
-            w = np.ones(M)
-        else:
-            w = as_array(sample_weight, "sample_weight", ndim=1).astype(np.float64)
-            check_finite(w, "sample_weight")
-            if len(w) != M:
-                raise ValueError(f"`sample_weight` must have length {M}; got {len(w)}")
-            if np.any(w < 0) or not np.any(w > 0):
-                raise ValueError("`sample_weight` must be non-negative and not all zero")
         if directional is not None:
             directional = as_array(directional, "directional", ndim=2).astype(np.float64)
             check_finite(directional, "directional")
             if directional.shape != (M, d):
                 raise ValueError(f"`directional` must have the shape of `X`, {(M, d)}; got {directional.shape}")
-        init = check_option(init, "init", ("random", "additive"))
         threads = n_threads(self.workers)
-        sweeps = check_int(sweeps, "sweeps", minimum=1, maximum=_MAX_SWEEPS)
-        tol = check_real(tol, "tol", low=0.0)
+        sweeps = check_int(self.sweeps, "sweeps", minimum=1, maximum=_MAX_SWEEPS)
+        tol = check_real(self.tol, "tol", low=0.0)
+        regularization = self.regularization
         if isinstance(regularization, dict):
             unknown = set(regularization) - {"ridge", "h2"}
             if unknown:
-                raise ValueError(f"`regularization` keys must be 'ridge' and 'h2'; got {sorted(unknown)}")
+                raise ValueError(f"`regularization` keys must be 'ridge' and 'h2'; got {sorted(unknown, key=str)}")
             ridge = check_real(regularization.get("ridge", 0.0), "regularization['ridge']", low=0.0)
             h2 = check_real(regularization.get("h2", 0.0), "regularization['h2']", low=0.0)
         else:
             ridge = check_real(regularization, "regularization", low=0.0)
             h2 = 0.0
-        rank_adaptive = check_bool(rank_adaptive, "rank_adaptive")
-        max_rank = check_int(max_rank, "max_rank", minimum=1, maximum=64)
-        rank_tol = check_real(rank_tol, "rank_tol", low=0.0)
-        progress = check_bool(progress, "progress")
-        check_callback(callback)
-        rng = normalize_rng(rng)
+        rank_adaptive = check_bool(self.rank_adaptive, "rank_adaptive")
+        max_rank = check_int(self.max_rank, "max_rank", minimum=1, maximum=64)
+        rank_tol = check_real(self.rank_tol, "rank_tol", low=0.0)
+        progress = check_bool(self.progress, "progress")
+        check_callback(self.callback)
+        rng = normalize_rng(self.rng)
+        init = self._check_init(d, X)
 
-        if warm_start is not None:
-            if not isinstance(warm_start, FunctionalTT):
-                raise TypeError(f"`warm_start` must be a fitted FunctionalTT; got {type(warm_start).__name__}")
-            check_is_fitted(warm_start, "cores_")
-            if warm_start.n_features_in_ != d:
-                raise ValueError(f"`warm_start` has {warm_start.n_features_in_} features; X has {d}")
-            own = self._resolve_bases(d, X)
-            for k, (a, b) in enumerate(zip(own, warm_start._bases)):
-                if a.kind != b.kind or a.n != b.n or (a.kind == "hermite" and not a.same_as(b)):
-                    raise ValueError(f"`warm_start` has an incompatible basis at coordinate {k}: "
-                                     f"{b.kind}/{b.n - 1} vs {a.kind}/{a.n - 1}")
-            bases = list(warm_start._bases)
-            cores = [c.copy() for c in warm_start.cores_]
+        if isinstance(init, FunctionalTT):
+            bases = list(init._bases)
+            cores = [c.copy() for c in init.cores_]
         else:
             bases = self._resolve_bases(d, X)
             ranks = self._initial_ranks(bases)
@@ -326,16 +392,16 @@ class FunctionalTT(Estimator):
         phis = [np.ascontiguousarray(e[0]) for e in evals]
         dphis = None if directional is None else [np.ascontiguousarray(e[1]) for e in evals]
         D = None if directional is None else np.ascontiguousarray(directional[order])
-        if init == "additive" and warm_start is None and d > 1:
+        if isinstance(init, str) and init == "additive" and d > 1:
             cores = self._additive_cores(bases, phis, yo, wo, M - n_val, self._initial_ranks(bases), rng)
         U = [_basis.gram_factor(b) for b in bases]
         P2 = [_basis.h2_penalty(b) for b in bases] if h2 > 0 else None
         with single_blas_thread():
-            best, history, n_iter = als(phis, yo, wo, M - n_val, cores, U, P2, sweeps=sweeps, tol=tol,
-                                        ridge=ridge, h2=h2, rank_adaptive=rank_adaptive, max_rank=max_rank,
-                                        rank_tol=rank_tol, rng=rng, progress=progress, callback=callback,
-                                        dphis=dphis, D=D, threads=threads)
-        return self._set_fitted(bases, best, n_iter, history)
+            best, history, n_iter, status, message = als(
+                phis, yo, wo, M - n_val, cores, U, P2, sweeps=sweeps, tol=tol, ridge=ridge, h2=h2,
+                rank_adaptive=rank_adaptive, max_rank=max_rank, rank_tol=rank_tol, rng=rng, progress=progress,
+                callback=self.callback, dphis=dphis, D=D, threads=threads)
+        return self._set_fitted(bases, best, n_iter, history, status, message)
 
     def _initial_ranks(self, bases):
         d = len(bases)
@@ -411,7 +477,8 @@ class FunctionalTT(Estimator):
         if not fitting:
             check_is_fitted(self, "cores_")
             if X.shape[1] != self.n_features_in_:
-                raise ValueError(f"`X` has {X.shape[1]} features, but this FunctionalTT has {self.n_features_in_}")
+                raise ValueError(f"X has {X.shape[1]} features, but FunctionalTT is expecting {self.n_features_in_} "
+                                 "features as input (`X` needs one column per coordinate of the train)")
         return X
 
     def _check_inside(self, X, bases):
@@ -439,6 +506,7 @@ class FunctionalTT(Estimator):
                                      "in floating point (polynomial growth of the basis)")
         return out
 
+    @constraints(X="array2d")
     def predict(self, X: Any) -> np.ndarray:
         """Values f(x) at the rows of X.
 
@@ -463,6 +531,7 @@ class FunctionalTT(Estimator):
         """
         return self._eval(X, False, False)[0]
 
+    @constraints(X="array2d")
     def gradient(self, X: Any) -> np.ndarray:
         """Gradient of f at the rows of X.
 
@@ -488,6 +557,7 @@ class FunctionalTT(Estimator):
         """
         return self._eval(X, True, False)[1]
 
+    @constraints(X="array2d")
     def laplacian(self, X: Any) -> np.ndarray:
         """Laplacian (sum of the second derivatives) of f at the rows of X.
 
@@ -512,6 +582,7 @@ class FunctionalTT(Estimator):
         """
         return self._eval(X, False, True)[2]
 
+    @constraints(X="array2d", gradient="bool", laplacian="bool", overflow="option")
     def evaluate(self, X: Any, *, gradient: bool = False, laplacian: bool = False,
                  overflow: str = "raise") -> tuple:
         """Values and, on request, gradient and Laplacian, from one shared prefix/suffix pass.
@@ -552,9 +623,50 @@ class FunctionalTT(Estimator):
             out += (lap,)
         return out
 
+    @constraints(X="array2d", y="array1d", sample_weight="array1d")
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        r"""The coefficient of determination :math:`R^2` of the predictions on ``(X, y)``.
+
+        :math:`R^2 = 1 - \sum_m w_m (y_m - f(x_m))^2 / \sum_m w_m (y_m - \bar y)^2` (weighted mean
+        :math:`\bar y`), as scikit-learn's regressors score (:func:`sklearn.metrics.r2_score`): 1 for a
+        perfect fit, 0 for the constant mean, negative for worse.
+
+        Parameters
+        ----------
+        X : array_like of shape (M, d)
+            Points.
+        y : array_like of shape (M,)
+            True values.
+        sample_weight : array_like of shape (M,), optional
+            Non-negative weights, not all zero.
+
+        Returns
+        -------
+        score : float
+            :math:`R^2`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from numtk.ftt import FunctionalTT
+        >>> core = np.zeros((1, 2, 1)); core[0, 1, 0] = 1.0 / np.sqrt(3)   # x on [-1, 1]
+        >>> f = FunctionalTT.from_cores([core], basis="legendre", degree=1, domain=[[-1, 1]])
+        >>> X = np.array([[-0.5], [0.0], [0.5]])
+        >>> f.score(X, [-0.5, 0.0, 0.5]), f.score(X, [-0.5, 0.5, 0.5])   # 1 - 0.25 / (2 / 3)
+        (1.0, 0.625)
+        """
+        from sklearn.metrics import r2_score
+
+        pred = self.predict(X)
+        y, w = self._check_y_weight(y, sample_weight, len(pred))
+        if len(y) < 2:
+            raise ValueError("`y` must have at least two rows for R^2 (the score of one point is undefined)")
+        return float(r2_score(y, pred, sample_weight=None if sample_weight is None else w))
+
     # ------------------------------------------------------------------------------------------------
     # rounding, integration, arithmetic
 
+    @constraints(tol="real>=0", max_rank="cap")
     def round(self, tol: float | None = None, max_rank: int | None = None) -> "FunctionalTT":
         """A copy with reduced ranks by TT-SVD rounding in orthonormal-basis coordinates.
 
@@ -612,6 +724,7 @@ class FunctionalTT(Estimator):
         cores = [from_orth(c, u) for c, u in zip(cores, U)]
         return self._like(cores)
 
+    @constraints(weight="option")
     def integrate(self, weight: Any = None) -> float:
         r"""The integral :math:`\int f(x) \prod_k w_k(x_k)\, dx`.
 
@@ -662,6 +775,7 @@ class FunctionalTT(Estimator):
             v = v @ np.einsum("aic,i->ac", core, m)
         return float(v[0])
 
+    @constraints(functions="option", constant="real")
     def additive(self, functions: Sequence[Any], constant: float = 0.0) -> "FunctionalTT":
         """The train ``constant + sum_k f_k(x_k)`` in this train's bases (rank 2; rank 1 when d = 1).
 
@@ -695,7 +809,8 @@ class FunctionalTT(Estimator):
         check_is_fitted(self, "cores_")
         bases = self._bases
         d = len(bases)
-        if callable(functions) or len(functions) != d or not all(callable(g) for g in functions):
+        if (callable(functions) or not isinstance(functions, Sequence) or len(functions) != d
+                or not all(callable(g) for g in functions)):
             raise TypeError(f"`functions` must be a sequence of {d} callables (one per coordinate)")
         constant = check_real(constant, "constant")
         coef = []
@@ -772,6 +887,8 @@ class FunctionalTT(Estimator):
         return self + (-other)
 
     @classmethod
+    @constraints(cores="array2d", basis="option", degree="int>=0", domain="array2d", loc="real", scale="real>0",
+                 extrapolate="option", workers="workers")
     def from_cores(cls, cores: Sequence[Any], basis: str | Sequence[str] = "legendre",
                    degree: int | Sequence[int] | None = None, domain: Any = None, loc: float | Sequence[float] = 0.0,
                    scale: float | Sequence[float] = 1.0, extrapolate: str = "linear",
@@ -820,7 +937,7 @@ class FunctionalTT(Estimator):
         if degree is None:
             degree = [n - 1 for n in ns]
         else:
-            degs = [check_int(v, "degree", minimum=0) for v in _per_coordinate(degree, d, "degree")]
+            degs = [check_int(v, "degree", minimum=0) for v in per_coordinate(degree, d, "degree", real=False)]
             if [g + 1 for g in degs] != ns:
                 raise ValueError(f"`degree` {degs} does not match the cores' basis sizes {ns}")
         ranks = [c.shape[2] for c in cs[:-1]] or 1

@@ -259,11 +259,11 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
     fit_kw = dict(sweeps=opts["sweeps"], tol=1e-10, regularization=opts["regularization"],
                   max_rank=opts["max_rank"], rank_tol=opts["rank_tol"], rank_adaptive=True)
 
-    def model():
+    def model(**params):
         # Hermite bases need no box: orthonormal for N(0, 1) in the preconditioned coordinates
         return FunctionalTT(opts["basis"], degree=opts["degree"], ranks=opts["ranks"],
                             domain=None if opts["basis"] == "hermite" else box, extrapolate="linear",
-                            workers=opts["threads"])
+                            workers=opts["threads"], rng=rng, **{**fit_kw, **params})
 
     diags: list[dict] = [None] * (N + 1)  # type: ignore[list-item]
     W: list[FunctionalTT] = [None] * (N + 1)  # type: ignore[list-item]
@@ -288,8 +288,8 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
     reg_N = {**reg, "h2": reg.get("h2", 0.0) * _TERMINAL_H2} if isinstance(reg, dict) else reg
     WN = _terminal_cross(log_rho, d, box, opts, rng) if opts["terminal"] == "cross" else None
     if WN is None:
-        WN = model().fit(X, target_vals, rng=rng, init="additive",
-                         **{**fit_kw, "sweeps": max(opts["terminal_sweeps"], opts["sweeps"]), "regularization": reg_N})
+        WN = model(init="additive", sweeps=max(opts["terminal_sweeps"], opts["sweeps"]),
+                   regularization=reg_N).fit(X, target_vals)
     rms_t = float(np.sqrt(np.mean(target_vals ** 2)))
     vals_N, g_N = WN.evaluate(X, gradient=True)  # one pass for the residual, the RMSE and the bound
     rmse_N = float(np.sqrt(np.mean((vals_N - target_vals) ** 2)))
@@ -331,7 +331,7 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
             scale_y = float(np.std(ytil)) or 1.0
             n_it = 0
             if opts["scheme"] == "explicit":
-                Wn = model().fit(X, ytil + dt * driver_next, warm_start=Wn1, rng=rng, **fit_kw)
+                Wn = model(init=Wn1).fit(X, ytil + dt * driver_next)
                 n_it = 1
                 prev_vals, g = Wn.evaluate(X, gradient=True)
             else:
@@ -343,11 +343,10 @@ def _bsde_pass(log_rho, d, times, pilot, box, opts, rng, progress, callback):
                     if opts["implicit_solver"] == "newton":
                         # |grad W|^2 ~ 2 g . grad W - |g|^2 around the current iterate's gradient g
                         direction = -2.0 * theta * dt * (g if q is None else g - q)
-                        new = model().fit(X, base - theta * dt * gg, warm_start=cur, rng=rng,
-                                          directional=direction, **fit_kw)
+                        new = model(init=cur).fit(X, base - theta * dt * gg, directional=direction)
                     else:  # picard
                         drive = gg if q is None else gg - 2.0 * np.einsum("ij,ij->i", q, g)
-                        new = model().fit(X, base + theta * dt * drive, warm_start=cur, rng=rng, **fit_kw)
+                        new = model(init=cur).fit(X, base + theta * dt * drive)
                     n_it = it + 1
                     vals, g = new.evaluate(X, gradient=True)  # one pass: the next iteration's g too
                     change = float(np.sqrt(np.mean((vals - prev_vals) ** 2)))
@@ -401,7 +400,7 @@ def _terminal_cross(log_rho, d, box, opts, rng):
     try:
         with np.errstate(all="ignore"):
             f = tt_cross(lambda Y: log_rho(Y) - log_gamma(Y), d, basis=opts["basis"], degree=opts["degree"],
-                         domain=None if hermite else box, max_rank=opts["max_rank"], tol=1e-10, rng=rng)
+                         domain=None if hermite else box, max_rank=opts["max_rank"], tol=1e-10, rng=rng).tt
     except ValueError as exc:
         warnings.warn(f"terminal='cross' failed ({exc}); the terminal condition is fitted by ALS instead",
                       NumtkWarning, stacklevel=4)
