@@ -97,12 +97,24 @@ def base_name(case_name: str) -> str:
     return case_name.split("[")[0]
 
 
+def resolve(name: str) -> Any:
+    """The public object a case's base name names: ``numtk.games.KuhnPoker.random_policy`` -> the
+    function (as found on the class, so a classmethod or staticmethod gives its function)."""
+    import importlib
+    import inspect
+
+    parts = name.split(".")
+    obj = importlib.import_module(".".join(parts[:2]))
+    for i, part in enumerate(parts[2:]):
+        obj = inspect.getattr_static(obj, part) if isinstance(obj, type) else getattr(obj, part)
+    return getattr(obj, "__func__", obj)
+
+
 def declared_params(case: Case) -> dict[str, tuple[str, ...]]:
     """The declared constraints of the case's callable (parameters and ``options.<key>`` entries)."""
     from numtk._lib._constraints import declared_constraints
 
-    func, _, _ = case.make()
-    return dict(declared_constraints(func))
+    return dict(declared_constraints(resolve(base_name(case.name))))
 
 
 def params_of(case: Case) -> dict[str, tuple[str, ...]]:
