@@ -97,13 +97,14 @@ CASES = {c.name: c for c in [
          {"X": "array2d", "n_neighbors": "int>=2", "min_dist": "real>=0", "root": "int>=0", "rng": "rng"},
          positional={"X": 0}),
     Case("numtk.seriation.recovery_bound", _bound,
-         {"length": "real>0", "noise": "real>=0", "curvature": "real>=0", "n_samples": "int>=2",
-          "n_features": "int>=1", "n_neighbors": "int>=1", "tangent_neighbors": "int>=2", "bandwidth": "real>0",
+         {"result": "option", "X": "array2d", "length": "real>0", "noise": "real>=0", "curvature": "real>=0",
+          "n_samples": "int>=2", "n_features": "int>=1", "n_neighbors": "int>=1", "tangent_neighbors": "int>=2", "bandwidth": "real>0",
           "density_max": "real>0", "density_min": "real>0", "tangent_error": "real>=0", "edge_error": "real>=0",
           "fiedler_value": "real>0", "total_weight": "real>0", "confidence": "prob_open"},
          # n_samples and n_features only enter the closed-form bound (nothing is allocated; documented as any
          # size): a bound for 10**12 points in 2**63 dimensions is a valid, finite evaluation
-         skip={"n_samples": ("2**63", "10**12"), "n_features": ("2**63", "10**12")}),
+         # result=None is the documented default (a bound without a fitted result)
+         skip={"n_samples": ("2**63", "10**12"), "n_features": ("2**63", "10**12"), "result": ("None",)}),
     Case("numtk.seriation.make_curve", _make_curve,
          {"kind": "option", "n_samples": "count", "n_features": "int>=1", "noise": "real>=0",
           "sampling": "option", "params": "option", "return_info": "bool", "rng": "rng"},

@@ -333,3 +333,22 @@ def test_spectral_seriation_with_one_neighbour_finishes():
     res = spectral_seriation(X, n_neighbors=1)  # ~850 components to bridge
     assert res.n_components > 64
     assert order_agreement(res.order, t) > 0.9
+
+
+# --------------------------------------------------------------------------------------------------
+# one point-cloud check for every method
+# --------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("method", [stage, spectral_seriation, recanati_seriation, ltsa_seriation, tsne_seriation])
+@pytest.mark.parametrize("bad, err, match", [
+    (np.zeros((0, 3)), ValueError, r"`X` must hold at least 1 sample\(s\)"),
+    (np.zeros((5, 0)), ValueError, r"`X` must have at least one feature"),
+    (np.ones(5), ValueError, "`X` must be 2-D"),
+    (np.full((5, 2), np.inf), ValueError, "`X` must be finite"),
+    (np.array([[1.0, np.nan]] * 5), ValueError, "`X` must not contain NaN"),
+    (np.array([[1e308], [1e309]], dtype=np.longdouble) * 10, ValueError, "`X` must be finite"),
+    (np.ones((5, 2), dtype=complex), TypeError, "`X` must have a numeric"),
+])
+def test_every_method_checks_the_point_cloud_alike(method, bad, err, match):
+    with pytest.raises(err, match=match):
+        method(bad)

@@ -321,13 +321,14 @@ def test_residual_is_below_tol(solver, preconditioner, tol):
     assert res.residual < tol and measured < tol
     assert_allclose(res.residual, measured, rtol=1e-3, atol=1e-12)
     assert order_agreement(res.order, t) >= 0.99
-    assert res.nit > 0 or solver == "direct"  # the direct solve counts refinement steps, often none
+    assert res.n_iter > 0 or solver == "direct"  # the direct solve counts refinement steps, often none
+    assert res.success and res.status == "converged"  # the residual, recomputed above, is below tol
 
 
 def test_solvers_agree_and_the_default_is_cg():
     X, t = make_curve("random_fourier", 1200, 8, noise=0.02, rng=22)
     ref = stage(X, n_neighbors=12, solver="direct", rng=0)
-    assert ref.nit == 0
+    assert ref.n_iter == 0
     for solver, pre in [("auto", "aggregation"), ("cg", "tree"), ("cg", "jacobi")]:
         res = stage(X, n_neighbors=12, solver=solver, preconditioner=pre, tol=1e-10, rng=0)
         assert_allclose(res.embedding, ref.embedding, rtol=0, atol=1e-6 * np.abs(ref.embedding).max())
@@ -342,7 +343,8 @@ def test_cg_that_stops_early_warns():
     X, _ = make_curve("helix", 800, 3, noise=0.02, rng=23)
     with pytest.warns(NumtkWarning, match="relative residual .* > tol"):
         res = stage(X, n_neighbors=10, solver="cg", preconditioner="jacobi", max_iter=3)
-    assert res.residual > 1e-8 and res.nit == 3
+    assert res.residual > 1e-8 and res.n_iter == 3
+    assert not res.success and res.status == "max_iterations" and "> tol" in res.message
 
 
 def test_rng_makes_large_inputs_reproducible():
@@ -416,7 +418,7 @@ def test_pca_components():
     assert stage(X, neighbors=nb, pca_components=3, rng=0).pca_components == 3
     # one direction: the first principal coordinate, through the exact one-dimensional path
     line = stage(X, pca_components=1)
-    assert line.pca_components == 1 and line.nit == 0
+    assert line.pca_components == 1 and line.n_iter == 0
 
 
 @pytest.mark.parametrize("kwargs,exc,match", [
@@ -698,3 +700,22 @@ def test_outliers_keep_the_system_well_conditioned():
     ref = stage(Y, n_neighbors=2, solver="direct").embedding
     for pre in ("aggregation", "tree", "jacobi"):
         assert_allclose(stage(Y, n_neighbors=2, preconditioner=pre).embedding, ref, rtol=0, atol=1e-6)
+
+
+STAGE_FIELDS = ["order", "embedding", "tangents", "signs", "graph", "inverse", "residual", "misfit", "n_iter",
+                "success", "status", "message", "n_components", "labels", "frustration", "tangent_neighbors",
+                "tangent_fit_points", "isotropy", "transverse_edges", "pca_components"]
+
+
+@pytest.mark.parametrize("X", [np.repeat([[0.0, 1.0], [2.0, 3.0]], 3, axis=0),      # two distinct rows: no solve
+                               np.arange(10.0)[:, None],                             # one feature: no solve
+                               np.c_[np.arange(8.0), 2.0 * np.arange(8.0)],          # a segment: the direct solve
+                               make_curve("helix", 300, 3, noise=0.01, rng=5)[0]])   # a helix: conjugate gradients
+def test_one_result_schema_whatever_the_path(X):
+    small = X.shape[0] < 20
+    res = stage(X, n_neighbors=3, solver="direct") if small else stage(X, n_neighbors=8)
+    assert list(res.keys()) == STAGE_FIELDS
+    assert res.success and res.status == "converged" and res.residual <= 1e-8
+    if small and X.shape[1] > 1 and np.unique(X, axis=0).shape[0] > 2:  # the segment: positions are exact
+        s = np.arange(8.0) * np.sqrt(5.0)
+        assert_allclose(np.abs(res.embedding), np.abs(s - s.mean()), atol=1e-9)

@@ -24,6 +24,7 @@ __all__ = [
     "check_callback",
     "per_coordinate",
     "check_options",
+    "as_points",
     "C_INT_MAX",
     "NAN_POLICIES",
 ]
@@ -264,4 +265,23 @@ def per_coordinate(value: Any, d: int, name: str, *, real: bool = True) -> np.nd
         raise ValueError(f"`{name}` must be a scalar or have shape ({d},); got shape {arr.shape}")
     if not np.isfinite(arr).all():
         raise ValueError(f"`{name}` must be finite")
+    return arr
+
+
+def as_points(X: Any, name: str = "X", *, min_rows: int = 1) -> np.ndarray:
+    """A point cloud: a dense numeric 2-D array (rows are samples) with at least ``min_rows`` rows and one
+    column, finite in float64; returned as a C-contiguous float64 array (a copy only where needed).
+
+    Refuses what :func:`as_array` refuses (TypeError), the wrong number of dimensions, infinite or NaN
+    entries (also integers or long doubles beyond the float64 range) and too few rows or no column
+    (ValueError).
+    """
+    arr = as_array(X, name, ndim=2)
+    with np.errstate(over="ignore", invalid="ignore"):  # beyond the float64 range: inf, refused just below
+        arr = np.ascontiguousarray(arr, dtype=np.float64)
+    check_finite(arr, name)
+    if arr.shape[0] < min_rows:
+        raise ValueError(f"`{name}` must hold at least {min_rows} sample(s) (rows); got shape {arr.shape}")
+    if arr.shape[1] == 0:
+        raise ValueError(f"`{name}` must have at least one feature (column); got shape {arr.shape}")
     return arr

@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_finite, check_same_length
 from numtk.stats import kendall_tau
 
 __all__ = ["order_agreement"]
 
 
+@constraints(order="array1d", t="array1d")
 def order_agreement(order: ArrayLike, t: ArrayLike) -> float:
     r"""Kendall agreement between a recovered order and the true positions, up to reversal.
 

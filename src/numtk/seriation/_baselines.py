@@ -16,8 +16,10 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike
 
 from numtk._lib import Result, normalize_rng
-from numtk._lib._validation import C_INT_MAX, as_array, check_bool, check_finite, check_int, check_option, check_real
-from numtk.seriation._graph import WEIGHTS, as_points, connect, knn_graph, orient, rescale_points, scaled_bandwidth
+from numtk._lib._constraints import constraints
+from numtk._lib._validation import (C_INT_MAX, as_array, as_points, check_bool, check_finite, check_int, check_option,
+                                    check_real)
+from numtk.seriation._graph import WEIGHTS, connect, knn_graph, orient, scaled_bandwidth, scaled_points
 
 __all__ = ["spectral_seriation", "recanati_seriation"]
 
@@ -117,7 +119,7 @@ def _build_graph(X, affinity, n_neighbors, weights, bandwidth):
     """(points or None, similarity CSR, weights, bandwidth) for either affinity."""
     if affinity == "precomputed":
         return None, _as_similarity(X), weights, float("nan")
-    P, scale = rescale_points(as_points(X))  # exact power-of-two scaling of extreme X: the order is invariant
+    P, scale = scaled_points(X)  # exact power-of-two scaling of extreme X: the order is invariant
     W, h = knn_graph(P, n_neighbors, weights=weights, bandwidth=scaled_bandwidth(bandwidth, scale))
     return P, W, weights, h * scale
 
@@ -208,6 +210,8 @@ def _trivial(n: int, root: int | None, **extra) -> Result:
 # spectral_seriation
 # --------------------------------------------------------------------------------------------------
 
+@constraints(X="array2d", affinity="option", n_neighbors="int>=1", weights="option", bandwidth="real>0",
+             laplacian="option", eigen_solver="option", allow_disconnected="bool", root="int>=0", rng="rng")
 def spectral_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_neighbors: int = 15,
                        weights: str = "binary", bandwidth: float | None = None,
                        laplacian: str = "normalized", eigen_solver: str = "auto",
@@ -261,10 +265,20 @@ def spectral_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
     Returns
     -------
     res : Result
-        ``order`` (n,) int64, the stable argsort of ``embedding``; ``embedding`` (n,) float64, the
-        oriented Fiedler vector; ``eigenvalues`` (2,) the two smallest Laplacian eigenvalues (the first
-        is 0 up to rounding); ``graph`` (n, n) CSR similarity used (bridging edges included);
-        ``n_components`` number of connected components of the graph before bridging.
+        With fields
+
+        order : ndarray of int64, shape (n_samples,)
+            The stable argsort of ``embedding``.
+        embedding : ndarray of float64, shape (n_samples,)
+            The oriented Fiedler vector (for ``n_samples <= 2`` the trivial embedding ``[0]`` or
+            ``[-1, 1] / sqrt(2)``).
+        eigenvalues : ndarray of float64, shape (2,)
+            The two smallest Laplacian eigenvalues (the first is 0 up to rounding); ``[0]`` for one
+            sample.
+        graph : scipy.sparse.csr_matrix, shape (n_samples, n_samples)
+            The similarity used (bridging edges included).
+        n_components : int
+            Connected components of the graph before bridging.
 
     See Also
     --------
@@ -358,6 +372,9 @@ def _local_line_similarity(Y: np.ndarray, k: int) -> sp.csr_matrix:
     return S
 
 
+@constraints(X="array2d", affinity="option", n_neighbors="int>=1", n_components="int>=1", k_local="int>=2",
+             norm_adjacency="option", laplacian="option", scale_embedding="option", allow_disconnected="bool",
+             root="int>=0", rng="rng")
 def recanati_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_neighbors: int = 15,
                        n_components: int = 8, k_local: int = 15, norm_adjacency: str = "coifman",
                        laplacian: str = "unnormalized", scale_embedding: str = "heuristic",
@@ -416,11 +433,20 @@ def recanati_seriation(X: ArrayLike, *, affinity: str = "nearest_neighbors", n_n
     Returns
     -------
     res : Result
-        ``order`` (n,) int64; ``embedding`` (n,) the oriented Fiedler vector of S;
-        ``spectral_embedding`` (n, n_components) the scaled Laplacian embedding; ``similarity`` (n, n)
-        CSR the rebuilt similarity S; ``graph`` (n, n) CSR the first similarity used (bridging edges
-        included, before normalisation); ``n_components`` number of connected components of the first
-        similarity before bridging.
+        With fields
+
+        order : ndarray of int64, shape (n_samples,)
+            The stable argsort of ``embedding``.
+        embedding : ndarray of float64, shape (n_samples,)
+            The oriented Fiedler vector of S (the trivial embedding for ``n_samples <= 2``).
+        spectral_embedding : ndarray of float64, shape (n_samples, m)
+            The scaled Laplacian embedding, ``m = min(n_components, n_samples - 1)`` columns.
+        similarity : scipy.sparse.csr_matrix, shape (n_samples, n_samples)
+            The rebuilt similarity S.
+        graph : scipy.sparse.csr_matrix, shape (n_samples, n_samples)
+            The first similarity used (bridging edges included, before normalisation).
+        n_components : int
+            Connected components of the first similarity before bridging.
 
     See Also
     --------

@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from numtk._lib import Result
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_finite, check_int, check_real
 
 __all__ = ["recovery_bound"]
@@ -70,6 +71,10 @@ def _finite_or_refused(func):
     return wrapper
 
 
+@constraints(result="option", X="array2d", length="real>0", noise="real>=0", curvature="real>=0",
+             n_samples="int>=2", n_features="int>=1", n_neighbors="int>=1", tangent_neighbors="int>=2",
+             bandwidth="real>0", density_max="real>0", density_min="real>0", tangent_error="real>=0",
+             edge_error="real>=0", fiedler_value="real>0", total_weight="real>0", confidence="prob_open")
 @_finite_or_refused
 def recovery_bound(result=None, X=None, *, length, noise, curvature, n_samples=None, n_features=None,
                    n_neighbors=None, tangent_neighbors=None, bandwidth=None, density_max=None,
@@ -97,7 +102,7 @@ def recovery_bound(result=None, X=None, *, length, noise, curvature, n_samples=N
     Parameters
     ----------
     result : Result, optional
-        A fitted :func:`stage` result. Its graph supplies ``n_samples`` (distinct rows), ``total_weight``
+        A fitted :func:`stage` result (a Result with a ``graph``; other objects raise TypeError). Its graph supplies ``n_samples`` (distinct rows), ``total_weight``
         and ``fiedler_value`` (computed by a shift-invert eigensolver), and its ``tangent_neighbors`` the
         local-PCA size, unless given explicitly.
     X : array_like, shape (n_samples, n_features), optional
@@ -144,14 +149,42 @@ def recovery_bound(result=None, X=None, *, length, noise, curvature, n_samples=N
     Returns
     -------
     res : Result
-        ``tau_lower`` (lower bound on :math:`E|\tau|`, clipped to [0, 1]), ``tau_lower_unclipped``
-        (:math:`1 -` ``bound``), ``bound`` (the upper bound on :math:`E[1 - |\tau|]`, unclipped),
-        ``terms`` (dict: ``'noise'``, ``'solve'``, ``'sync'`` and, with ``confidence``,
-        ``'deviation'``), ``R`` (the embedding-error scale), ``edge_error`` (:math:`\eta`),
-        ``tangent_error`` (rms :math:`\theta`), ``tangent_error_max``, ``fiedler_value``,
-        ``total_weight``, ``bandwidth`` (h used), ``edge_length`` (rms edge length used), ``valid``
-        (False when the synchronisation or the tangent-detection condition fails: then ``sync`` = 2 and
-        the bound is vacuous), ``confidence`` and ``assumptions`` (the heuristic steps used, as text).
+        With fields
+
+        tau_lower : float
+            The lower bound on :math:`E|\tau|` (with ``confidence``: on :math:`|\tau|` with that
+            probability), clipped to [0, 1].
+        tau_lower_unclipped : float
+            :math:`1 -` ``bound``.
+        bound : float
+            The upper bound on :math:`E[1 - |\tau|]`, unclipped.
+        terms : dict
+            Its terms: ``'noise'``, ``'solve'``, ``'sync'`` and, with ``confidence``,
+            ``'deviation'``.
+        R : float
+            The embedding-error scale.
+        edge_error : float
+            :math:`\eta`, the rms non-gradient edge error used.
+        tangent_error : float
+            The rms tangent error :math:`\theta` used.
+        tangent_error_max : float
+            The maximal tangent error used in the synchronisation check.
+        fiedler_value : float or None
+            :math:`\lambda_2` used (given, or computed from ``result``); None when the continuum
+            model was used instead.
+        total_weight : float or None
+            The total edge weight W used; None with the continuum model.
+        bandwidth : float
+            The longest edge h used, in arc length.
+        edge_length : float
+            The rms edge length used, in arc length.
+        valid : bool
+            False when the synchronisation or the tangent-detection condition fails: then
+            ``terms['sync']`` is 2 and the bound is vacuous.
+        confidence : float or None
+            The ``confidence`` given (None: a bound on the expectation).
+        assumptions : tuple of str
+            The heuristic steps used, as text.
 
     Notes
     -----

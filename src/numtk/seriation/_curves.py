@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from numtk._lib import Result, normalize_rng
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import available_memory, check_bool, check_int, check_option, check_real
 
 __all__ = ["make_curve"]
@@ -91,6 +92,8 @@ def _base_curve(kind: str, t: np.ndarray, p: dict, coeffs=None):
     return pts, vel
 
 
+@constraints(kind="option", n_samples="count", n_features="int>=1", noise="real>=0", sampling="option",
+             params="option", return_info="bool", rng="rng")
 def make_curve(kind: str = "helix", n_samples: int = 1000, n_features: int = 3, noise: float = 0.0, *,
                sampling: str = "uniform", params: dict | None = None, return_info: bool = False, rng=None):
     r"""Sample points near a smooth open curve with known positions along it.
@@ -122,8 +125,7 @@ def make_curve(kind: str = "helix", n_samples: int = 1000, n_features: int = 3, 
         Values are finite reals (``length``, ``radius``, ``angle``, ``turns`` > 0, ``gap`` >= 0),
         ``modes`` an int in [1, 10000]. Values that make the points overflow float64 are refused.
     return_info : bool, optional
-        Also return a Result with ``length`` (curve length), ``arclength`` (of each point), ``frame``
-        (the d x b embedding, None for 'random_fourier') and ``params``.
+        Also return a Result describing the curve (``info`` below).
     rng : {None, int, numpy.random.Generator}, optional
         Source of randomness (positions, frame, coefficients, noise).
 
@@ -134,7 +136,17 @@ def make_curve(kind: str = "helix", n_samples: int = 1000, n_features: int = 3, 
     t : ndarray, shape (n_samples,)
         Their positions along the curve, in [0, 1].
     info : Result
-        Only with ``return_info=True``.
+        Only with ``return_info=True``; with fields
+
+        length : float
+            The curve length.
+        arclength : ndarray of float64, shape (n_samples,)
+            The arc length from the start of the curve to each point (before the noise).
+        frame : ndarray of float64, shape (n_features, b) or None
+            The orthonormal frame placing the base curve in ``n_features`` dimensions; None for
+            'random_fourier'.
+        params : dict
+            The shape parameters used (the kind's defaults updated by ``params``).
 
     Examples
     --------

@@ -7,24 +7,19 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
 from numtk._lib import n_threads
-from numtk._lib._validation import as_array, check_finite, check_int, check_option, check_real
+from numtk._lib._validation import as_points, check_int, check_option, check_real
 
-__all__ = ["as_points", "rescale_points", "knn_graph", "graph_from_neighbors", "bridge_components", "components", "connect", "orient",
-           "WEIGHTS"]
+__all__ = ["scaled_points", "rescale_points", "knn_graph", "graph_from_neighbors", "bridge_components", "components",
+           "connect", "orient", "WEIGHTS"]
 
 WEIGHTS = ("gaussian", "binary")
 
 
-def as_points(X, name: str = "X") -> np.ndarray:
-    """Validate a point cloud: dense, numeric, 2-D, finite; returned as C-ordered float64."""
-    X = as_array(X, name, ndim=2)
-    X = np.ascontiguousarray(X, dtype=np.float64)
-    check_finite(X, name)
-    if X.shape[0] == 0:
-        raise ValueError(f"`{name}` must hold at least one sample; got shape {X.shape}")
-    if X.shape[1] == 0:
-        raise ValueError(f"`{name}` must have at least one feature; got shape {X.shape}")
-    return X
+def scaled_points(X, name: str = "X") -> tuple[np.ndarray, float]:
+    """The point-cloud check of every seriation method: ``X`` validated by :func:`numtk._lib._validation.as_points`
+    (dense, numeric, 2-D, finite, at least one row and one column; C-ordered float64), then rescaled exactly by
+    :func:`rescale_points`. Returns ``(X / scale, scale)``."""
+    return rescale_points(as_points(X, name))
 
 
 #: Points whose largest magnitude lies outside [2**-400, 2**400] are rescaled by a power of two (exactly) before

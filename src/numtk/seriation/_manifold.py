@@ -17,10 +17,11 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from numtk._lib import Result, normalize_rng
+from numtk._lib._constraints import constraints
 from numtk._lib._workers import max_workers
 from numtk._lib._validation import C_INT_MAX, as_array, check_finite, check_int, check_option, check_real
 from numtk.seriation._baselines import _check_root, _n_samples, _trivial
-from numtk.seriation._graph import as_points, check_neighbor_count, orient, rescale_points
+from numtk.seriation._graph import check_neighbor_count, orient, scaled_points
 
 __all__ = ["ltsa_seriation", "tsne_seriation", "umap_seriation"]
 
@@ -29,13 +30,6 @@ _DENSE_MAX_N = 5000  # LTSA 'auto': dense LAPACK up to this size; also the limit
 _SEED_MAX = C_INT_MAX  # the int seeds handed to scikit-learn / umap as random_state
 _TSNE_INITS = ("pca", "random")
 _MAX_ITER = C_INT_MAX  # bound of the iteration counts passed on in **kwargs
-
-
-def _points(X) -> np.ndarray:
-    """Validated points, scaled exactly by a power of two when their magnitude is extreme (beyond 2**400 or
-    below 2**-400, where squared distances overflow or underflow): the embeddings used here are invariant to
-    scaling X."""
-    return rescale_points(as_points(X))[0]
 
 
 def _check_passed_on(kwargs: dict, counts: tuple[str, ...]) -> None:
@@ -72,6 +66,7 @@ def _check_kwargs(kwargs: dict, reserved: tuple[str, ...], func: str) -> None:
 # LTSA
 # --------------------------------------------------------------------------------------------------
 
+@constraints(X="array2d", n_neighbors="int>=2", eigen_solver="option", root="int>=0", rng="rng")
 def ltsa_seriation(X: ArrayLike, *, n_neighbors: int = 15, eigen_solver: str = "auto",
                    root: int | None = None, rng=None) -> Result:
     r"""Order samples by a 1-D local tangent space alignment (LTSA) embedding.
@@ -108,11 +103,20 @@ def ltsa_seriation(X: ArrayLike, *, n_neighbors: int = 15, eigen_solver: str = "
     Returns
     -------
     res : Result
-        ``order`` (n,) int64, the stable argsort of ``embedding``; ``embedding`` (n,) float64, the
-        oriented LTSA coordinate (unit norm); ``reconstruction_error`` float, scikit-learn's
-        ``reconstruction_error_`` (the eigenvalue of the coordinate); ``eigen_solver`` str, the solver
-        that produced the result (``'dense'`` after a fallback); ``random_state`` int, the seed
-        passed to scikit-learn.
+        With fields
+
+        order : ndarray of int64, shape (n_samples,)
+            The stable argsort of ``embedding``.
+        embedding : ndarray of float64, shape (n_samples,)
+            The oriented LTSA coordinate (unit norm).
+        reconstruction_error : float
+            scikit-learn's ``reconstruction_error_`` (the eigenvalue of the coordinate); 0.0 for
+            ``n_samples <= 2``.
+        eigen_solver : str
+            The solver that produced the result (``'dense'`` after a fallback; ``'none'`` for
+            ``n_samples <= 2``).
+        random_state : int
+            The seed passed to scikit-learn.
 
     Notes
     -----
@@ -148,7 +152,7 @@ def ltsa_seriation(X: ArrayLike, *, n_neighbors: int = 15, eigen_solver: str = "
     rng = normalize_rng(rng)
     n = _n_samples(X)
     root = _check_root(root, max(n, 1))
-    P = _points(X)
+    P = scaled_points(X)[0]  # the embeddings used here are invariant to scaling X
     seed = _seed(rng)
     if n <= 2:
         return _trivial(n, root, reconstruction_error=0.0, eigen_solver="none", random_state=seed)
@@ -180,6 +184,7 @@ def ltsa_seriation(X: ArrayLike, *, n_neighbors: int = 15, eigen_solver: str = "
 # t-SNE
 # --------------------------------------------------------------------------------------------------
 
+@constraints(X="array2d", perplexity="real>0", init=("option", "array1d"), root="int>=0", rng="rng")
 def tsne_seriation(X: ArrayLike, *, perplexity: float = 30.0, init: str | ArrayLike = "pca",
                    root: int | None = None, rng=None, **kwargs: Any) -> Result:
     r"""Order samples by a 1-D t-SNE embedding.
@@ -220,10 +225,18 @@ def tsne_seriation(X: ArrayLike, *, perplexity: float = 30.0, init: str | ArrayL
     Returns
     -------
     res : Result
-        ``order`` (n,) int64, the stable argsort of ``embedding``; ``embedding`` (n,) float64, the
-        oriented 1-D t-SNE embedding; ``kl_divergence`` float, the final KL divergence; ``n_iter``
-        int, the number of gradient iterations run; ``random_state`` int, the seed passed to
-        scikit-learn.
+        With fields
+
+        order : ndarray of int64, shape (n_samples,)
+            The stable argsort of ``embedding``.
+        embedding : ndarray of float64, shape (n_samples,)
+            The oriented 1-D t-SNE embedding.
+        kl_divergence : float
+            The final KL divergence (0.0 for ``n_samples <= 2``).
+        n_iter : int
+            The gradient iterations run (scikit-learn's ``n_iter_``; 0 for ``n_samples <= 2``).
+        random_state : int
+            The seed passed to scikit-learn.
 
     Notes
     -----
@@ -273,7 +286,7 @@ def tsne_seriation(X: ArrayLike, *, perplexity: float = 30.0, init: str | ArrayL
         check_finite(init_arg, "init")
     rng = normalize_rng(rng)
     root = _check_root(root, max(n, 1))
-    P = _points(X)
+    P = scaled_points(X)[0]  # the embeddings used here are invariant to scaling X
     seed = _seed(rng)
     if n <= 2:
         return _trivial(n, root, kl_divergence=0.0, n_iter=0, random_state=seed)
@@ -297,6 +310,7 @@ def tsne_seriation(X: ArrayLike, *, perplexity: float = 30.0, init: str | ArrayL
 # UMAP (optional dependency)
 # --------------------------------------------------------------------------------------------------
 
+@constraints(X="array2d", n_neighbors="int>=2", min_dist="real>=0", root="int>=0", rng="rng")
 def umap_seriation(X: ArrayLike, *, n_neighbors: int = 15, min_dist: float = 0.1, root: int | None = None,
                    rng=None, **kwargs: Any) -> Result:
     r"""Order samples by a 1-D UMAP embedding (needs the optional package ``umap-learn``).
@@ -332,8 +346,14 @@ def umap_seriation(X: ArrayLike, *, n_neighbors: int = 15, min_dist: float = 0.1
     Returns
     -------
     res : Result
-        ``order`` (n,) int64, the stable argsort of ``embedding``; ``embedding`` (n,) float64, the
-        oriented 1-D UMAP embedding; ``random_state`` int, the seed passed to UMAP.
+        With fields
+
+        order : ndarray of int64, shape (n_samples,)
+            The stable argsort of ``embedding``.
+        embedding : ndarray of float64, shape (n_samples,)
+            The oriented 1-D UMAP embedding.
+        random_state : int
+            The seed passed to UMAP.
 
     Raises
     ------
@@ -372,7 +392,7 @@ def umap_seriation(X: ArrayLike, *, n_neighbors: int = 15, min_dist: float = 0.1
     rng = normalize_rng(rng)
     n = _n_samples(X)
     root = _check_root(root, max(n, 1))
-    P = _points(X)
+    P = scaled_points(X)[0]  # the embeddings used here are invariant to scaling X
     seed = _seed(rng)
     if n <= 2:
         return _trivial(n, root, random_state=seed)

@@ -29,9 +29,10 @@ from numpy.typing import ArrayLike
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 from numtk._lib import MapWrapper, NumtkWarning, Result, n_threads, normalize_rng
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import C_INT_MAX, as_array, check_bool, check_int, check_option, check_real
-from numtk.seriation._graph import (WEIGHTS, as_points, bridge_components, check_neighbor_count, components, connect,
-                                   graph_from_neighbors, orient, rescale_points, scaled_bandwidth, transverse_offsets)
+from numtk.seriation._graph import (WEIGHTS, bridge_components, check_neighbor_count, components, connect,
+                                   graph_from_neighbors, orient, scaled_bandwidth, scaled_points, transverse_offsets)
 
 __all__ = ["stage"]
 
@@ -409,8 +410,8 @@ def _integrate(X: np.ndarray, W: sp.csr_matrix, oriented: np.ndarray, *, solver:
 
     Returns a Result with ``embedding`` f, ``rhs`` b, ``increments`` (d per stored entry of W),
     ``residual`` ||b - L f|| / ||b||, ``misfit`` (the relative least-squares misfit
-    ||W_E^1/2 (B f - d)|| / ||W_E^1/2 d||), ``nit`` (CG iterations; 0 for the direct solve, or the number of
-    refinement steps) and ``converged``. ``tree`` = (order, parent) of a spanning tree for the 'tree'
+    ||W_E^1/2 (B f - d)|| / ||W_E^1/2 d||), ``n_iter`` (CG iterations; 0 for the direct solve, or the number of
+    refinement steps) and ``success`` (the residual reached ``tol``). ``tree`` = (order, parent) of a spanning tree for the 'tree'
     preconditioner (computed as a maximum spanning tree of W when None).
     """
     from numtk.seriation import _seriation_ext as ext
@@ -487,10 +488,14 @@ def _integrate(X: np.ndarray, W: sp.csr_matrix, oriented: np.ndarray, *, solver:
                       NumtkWarning, stacklevel=3)
     denom = float(np.sum(w * dv * dv))
     misfit = float(np.sqrt(np.sum(w * (f[indices] - f[rows] - dv) ** 2) / denom)) if denom > 0 else 0.0
-    return Result(embedding=f, rhs=b, increments=dv, residual=residual, misfit=misfit, nit=int(nit),
-                  converged=bool(converged))
+    return Result(embedding=f, rhs=b, increments=dv, residual=residual, misfit=misfit, n_iter=int(nit),
+                  success=bool(converged))
 
 
+@constraints(X="array2d", n_neighbors="int>=1", weights="option", bandwidth="real>0", tangent_neighbors="int>=2",
+             pca_components="int>=1", max_sync_iter="int>=0", solver="option", preconditioner="option", tol="real>0",
+             max_iter="int>=1", allow_disconnected="bool", root="int>=0", neighbors="array2d", workers="workers",
+             rng="rng")
 def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", bandwidth: float | None = None,
           tangent_neighbors="auto", pca_components="auto", max_sync_iter: int = 100, solver: str = "auto",
           preconditioner: str = "aggregation", tol: float = 1e-8, max_iter: int | None = None,
@@ -559,13 +564,15 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         The Laplacian solve. 'cg': compiled conjugate gradients on the complement of the constants,
         preconditioned by `preconditioner`; 'direct': sparse LU (SuperLU, COLAMD ordering) of the system
         grounded at one node per component, with up to three steps of iterative refinement. 'auto' is
-        'cg' with the tree preconditioner.
-    preconditioner : {'tree', 'jacobi'}, optional
-        Preconditioner of ``solver='cg'``: the Laplacian of the synchronisation's spanning tree, solved
-        exactly in O(n), or the degree diagonal (slow on long path-like graphs; for comparisons only).
+        'cg'.
+    preconditioner : {'aggregation', 'tree', 'jacobi'}, optional
+        Preconditioner of ``solver='cg'``: 'aggregation' (default), the two-level preconditioner of the
+        Notes; 'tree', the Laplacian of the synchronisation's spanning tree, solved exactly in O(n); or
+        'jacobi', the degree diagonal (slow on long path-like graphs; for comparisons only).
     tol : float, optional
         Relative residual :math:`\|b - L f\| / \|b\|` at which the solve stops (``residual`` of the result
-        is below it, for either solver; a warning says when it is not reached).
+        is below it, for either solver; ``success`` is False, ``status`` says why and a warning says so
+        when it is not reached).
     max_iter : int, optional
         Iterations of the conjugate gradients; default max(1000, n); at most 2**31 - 1.
     allow_disconnected : bool, optional
@@ -595,18 +602,55 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     Returns
     -------
     res : Result
-        ``order`` (rows by position), ``embedding`` (mean zero, approximately arc length), ``tangents``
-        (raw unit tangents in the coordinates of X), ``signs`` (+-1; oriented tangents are
-        ``signs[:, None] * tangents``), ``graph`` (the weights used, over the distinct rows), ``inverse``
-        (row -> graph node), ``residual`` (relative residual of the Laplacian solve, below `tol`),
-        ``misfit`` (relative least-squares misfit :math:`\|W_E^{1/2}(B f - d)\| / \|W_E^{1/2} d\|`, the
-        non-integrable share of the increments), ``nit`` (solver iterations), ``n_components`` (of the
-        graph, before joining), ``labels``, ``frustration`` (weight share of edges the signs leave
-        inconsistent), ``tangent_neighbors`` (the size used), ``tangent_fit_points`` (points each tangent
-        is fitted to: fewer than ``tangent_neighbors`` when a thinned cloud is used), ``isotropy``
-        (:math:`\lambda_2/\lambda_1` per row, of the neighbourhood its tangent came from),
-        ``transverse_edges`` (k-NN graph edges dropped as running across the tangents; ``graph`` is
-        without them), ``pca_components`` (directions kept, or None).
+        With fields
+
+        order : ndarray of int64, shape (n_samples,)
+            The rows by position along the curve (the stable argsort of ``embedding``).
+        embedding : ndarray of float64, shape (n_samples,)
+            The position of each row: mean zero, approximately arc length, in the units of X.
+        tangents : ndarray of float64, shape (n_samples, n_features)
+            The raw unit tangent of each row, in the coordinates of X.
+        signs : ndarray of int8, shape (n_samples,)
+            +-1: the oriented tangents are ``signs[:, None] * tangents``.
+        graph : scipy.sparse.csr_matrix, shape (m, m)
+            The edge weights used, over the m distinct rows (without the transverse edges, with
+            the joining ones).
+        inverse : ndarray of int, shape (n_samples,)
+            The graph node of each row.
+        residual : float
+            The relative residual :math:`\|b - L f\| / \|b\|` of the Laplacian solve.
+        misfit : float
+            The relative least-squares misfit :math:`\|W_E^{1/2}(B f - d)\| / \|W_E^{1/2} d\|`,
+            the non-integrable share of the increments.
+        n_iter : int
+            Iterations of the solve: conjugate-gradient iterations, or the direct solve's
+            refinement steps; 0 when no solve was needed.
+        success : bool
+            Whether ``residual`` is at most `tol`.
+        status : str
+            ``'converged'`` (``residual <= tol``; also when no solve was needed) or
+            ``'max_iterations'`` (the solve stopped first: `max_iter` conjugate-gradient
+            iterations, or three refinement steps of the direct solve; a warning says so too).
+        message : str
+            A sentence describing ``status``.
+        n_components : int
+            Connected components of the k-NN graph, before joining.
+        labels : ndarray of int, shape (n_samples,)
+            The component of each row in the k-NN graph.
+        frustration : float
+            The weight share of the edges whose tangent signs the synchronisation leaves
+            inconsistent.
+        tangent_neighbors : int
+            The local-PCA neighbourhood size used (0 when no tangent was fitted).
+        tangent_fit_points : int
+            The points each tangent is fitted to: fewer than ``tangent_neighbors`` when a thinned
+            cloud is used.
+        isotropy : ndarray of float64, shape (n_samples,)
+            :math:`\lambda_2/\lambda_1` of the neighbourhood each row's tangent came from.
+        transverse_edges : int
+            k-NN graph edges dropped as running across the tangents.
+        pca_components : int or None
+            The principal directions kept by `pca_components`, or None without a projection.
 
     Notes
     -----
@@ -653,10 +697,9 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     >>> res.pca_components, bool(res.residual < 1e-8)
     (3, True)
     """
-    X = as_points(X)
     # An extreme scale (squared distances overflowing or underflowing) is removed exactly by a power of two: the
     # order is invariant to scaling X; the embedding is scaled back at the end.
-    X, scale = rescale_points(X)
+    X, scale = scaled_points(X)
     check_option(weights, "weights", WEIGHTS)
     check_option(solver, "solver", SOLVERS)
     check_option(preconditioner, "preconditioner", PRECONDITIONERS)
@@ -735,15 +778,22 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     if basis is not None:  # tangents in the coordinates of X, with the raw sign rule applied there
         tangents, signs = _to_features(tangents, basis, signs)
     embedding = _unscale(f[inverse], scale)
+    if sol.success:
+        status, message = "converged", f"the relative residual of the Laplacian solve is below tol = {tol:g}"
+    else:
+        status, message = ("max_iterations", f"the Laplacian solve stopped at relative residual {sol.residual:.2e} "
+                           f"> tol = {tol:g} after {sol.n_iter} "
+                           f"{'refinement steps' if solver == 'direct' else 'iterations'}")
     return Result(order=np.argsort(embedding, kind="stable"), embedding=embedding, tangents=tangents[inverse],
                   signs=signs[inverse], graph=W, inverse=inverse, residual=sol.residual, misfit=sol.misfit,
-                  nit=sol.nit, n_components=int(n_comp), labels=labels[inverse], frustration=frustration,
-                  tangent_neighbors=int(kp), tangent_fit_points=fit_points, isotropy=isotropy[inverse],
-                  transverse_edges=int(n_transverse), pca_components=None if basis is None else int(basis.shape[1]))
+                  n_iter=sol.n_iter, success=sol.success, status=status, message=message, n_components=int(n_comp),
+                  labels=labels[inverse], frustration=frustration, tangent_neighbors=int(kp),
+                  tangent_fit_points=fit_points, isotropy=isotropy[inverse], transverse_edges=int(n_transverse),
+                  pca_components=None if basis is None else int(basis.shape[1]))
 
 
 def _unscale(embedding: np.ndarray, scale: float) -> np.ndarray:
-    """The embedding in the units of X (see rescale_points); refused when that overflows float64."""
+    """The embedding in the units of X (see scaled_points); refused when that overflows float64."""
     if scale == 1.0:
         return embedding
     with np.errstate(over="ignore"):
@@ -811,6 +861,7 @@ def _small_or_line(X, U, inverse, root, basis=None, scale=1.0) -> Result:
     n = X.shape[0]
     return Result(order=np.argsort(embedding, kind="stable"), embedding=embedding, tangents=tangents[inverse],
                   signs=signs[inverse], graph=sp.csr_matrix((m, m)), inverse=inverse, residual=0.0, misfit=0.0,
-                  nit=0, n_components=1, labels=np.zeros(n, dtype=np.int64), frustration=0.0, tangent_neighbors=0,
-                  tangent_fit_points=0, isotropy=np.zeros(n), transverse_edges=0,
-                  pca_components=None if basis is None else int(basis.shape[1]))
+                  n_iter=0, success=True, status="converged",
+                  message="exact without a solve (at most two distinct rows, or one coordinate)", n_components=1,
+                  labels=np.zeros(n, dtype=np.int64), frustration=0.0, tangent_neighbors=0, tangent_fit_points=0,
+                  isotropy=np.zeros(n), transverse_edges=0, pca_components=None if basis is None else int(basis.shape[1]))
