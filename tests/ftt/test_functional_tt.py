@@ -254,7 +254,7 @@ def test_params_and_clone():
     f = FunctionalTT("hermite", degree=5, ranks=3, loc=1.0, scale=2.0)
     params = f.get_params()
     assert params == dict(basis="hermite", degree=5, ranks=3, domain=None, loc=1.0, scale=2.0, extrapolate="linear",
-                          init="random", sweeps=10, tol=1e-6, regularization=1e-8, rank_adaptive=True, max_rank=10,
+                          init="additive", sweeps=10, tol=1e-6, regularization=1e-8, rank_adaptive=True, max_rank=10,
                           rank_tol=1e-8, callback=None, progress=False, rng=None, workers=1)
     f.set_params(degree=7)
     assert f.degree == 7

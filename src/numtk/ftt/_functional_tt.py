@@ -9,7 +9,7 @@ import numpy as np
 
 from numtk._lib import n_threads, normalize_rng, single_blas_thread
 from numtk._lib._constraints import constraints
-from numtk._lib._estimator import Estimator, check_is_fitted
+from numtk._lib._estimator import Estimator, NotFittedError
 from numtk._lib._validation import (as_array, check_bool, check_callback, check_finite, check_int, check_option,
                                      check_real, per_coordinate)
 from numtk.ftt import _basis
@@ -19,15 +19,19 @@ __all__ = ["FunctionalTT"]
 
 _BASES = ("legendre", "hermite", "bspline")
 _EXTRAPOLATE = ("linear", "clip", "raise")
-_INITS = ("random", "additive")
+_INITS = ("additive", "random")
 _MAX_N = 512
 _MAX_RANK = 256      # initial ranks and rank caps
 _MAX_SWEEPS = 10_000
+# the additive start's normal equations: formed (P x P) up to this many unknowns (sum of the n_k), in
+# row chunks of at most this many design entries; above it LSQR works on the design's chunks instead
+_ADDITIVE_DENSE_MAX = 2048
+_ADDITIVE_CHUNK_ENTRIES = 1 << 22
 
 
 @constraints(basis="option", degree="int>=0", ranks="int>=1", domain="array2d", loc="real", scale="real>0",
              extrapolate="option", init="option", sweeps="count", tol="real>=0",
-             regularization=("real>=0", "option"), rank_adaptive="bool", max_rank="int>=1", rank_tol="real>=0",
+             regularization=("real>=0", "mapping"), rank_adaptive="bool", max_rank="int>=1", rank_tol="real>=0",
              callback="callable", progress="bool", rng="rng", workers="workers")
 class FunctionalTT(Estimator):
     r"""A function of d variables as a functional tensor train, fitted by ALS with rank adaptation.
@@ -48,7 +52,7 @@ class FunctionalTT(Estimator):
     degree : int or sequence of int, default 8
         ``n_k = degree + 1`` basis functions per coordinate (``'bspline'`` needs ``degree >= 3``).
     ranks : int or sequence of int, default 2
-        Initial internal ranks (all bonds, or a length-(d-1) sequence).
+        Initial internal ranks (all bonds, or a length-(d-1) sequence); the additive start has at least 2.
     domain : None or array of shape (d, 2), optional
         The box of the bounded bases. ``None`` infers ``[min, max]`` of the training data per
         coordinate, padded by 5% of its width. Rows of ``'hermite'`` coordinates are ignored; with only
@@ -58,16 +62,14 @@ class FunctionalTT(Estimator):
     extrapolate : {'linear', 'clip', 'raise'}, default 'linear'
         Outside the box the bounded bases continue linearly from the edge, stay at the edge value,
         or evaluating raises ValueError.
-    init : {'random', 'additive'} or fitted FunctionalTT, default 'random'
-        The cores ALS starts from. ``'random'``: the constant ``mean(y)`` plus small random rank
-        padding. ``'additive'``: the least-squares additive model ``f_1(x_1) + ... + f_d(x_d)`` written as
-        its exact rank-2 train (padded to ``ranks``); ALS from a near-constant start can stall on functions
-        with a large dynamic range under a non-uniform design (a sum of quartic wells on Gaussian points:
-        9% relative error after 30 sweeps), and the additive start fits such a sum exactly. A fitted
-        FunctionalTT: a warm start from its cores and bases (its domain is used; the kinds and degrees
-        must be this estimator's), as a sequence of related fits (the time steps of a BSDE solver) does.
-        Like KMeans' ``init`` array, a fitted train given here is data: :func:`sklearn.base.clone` keeps it
-        as it is.
+    init : {'additive', 'random'} or fitted FunctionalTT, default 'additive'
+        The cores ALS starts from. ``'additive'``: the weighted least-squares additive model
+        ``c + f_1(x_1) + ... + f_d(x_d)`` (in the same bases) written as its exact rank-2 train (padded to
+        ``ranks``); every linear model is in its span. ``'random'``: the constant ``mean(y)`` plus small
+        random rank padding (see Notes for why this is not the default). A fitted FunctionalTT: a warm
+        start from its cores and bases (its domain is used; the kinds and degrees must be this
+        estimator's), as a sequence of related fits (the time steps of a BSDE solver) does. Like KMeans'
+        ``init`` array, a fitted train given here is data: :func:`sklearn.base.clone` keeps it as it is.
     sweeps : int, default 10
         Maximum number of full (left-to-right and back) sweeps.
     tol : float, default 1e-6
@@ -137,6 +139,19 @@ class FunctionalTT(Estimator):
     validation RMSE, which decides convergence, rank enrichment and the model kept (the best one, the
     starting model included).
 
+    The start matters because ALS fits the cores one at a time, each through the interfaces the others
+    leave. From a near-constant start (``init='random'``), the first cores are fitted to a target they
+    cannot explain: when ``y`` has mean close to zero their least-squares fit has almost no constant
+    part, and the orthonormalised left interface no longer contains the constant function, so a term
+    that depends only on a later coordinate (``y = x_10`` in ten dimensions) cannot be represented; ALS
+    then fits products of noise, the validation error grows while the training error falls, and the
+    constant start is the model kept (on scikit-learn's regression check data, 200 points in ten
+    dimensions with one informative feature: R^2 = 0 at degree 2, where the linear model has 0.81; an
+    exactly linear ``y = x_10`` also gave R^2 = 0). The additive start carries the constant function in
+    every interface and is itself the best additive model, so ALS adds interactions to it and falls back
+    to it when they do not validate better. Its normal equations have ``sum_k n_k`` unknowns (LSQR
+    beyond 2048).
+
     References
     ----------
     .. [1] "Leveraging Low-Rank Structures for High-Dimensional Score-Based Sampling", ICML 2026.
@@ -163,7 +178,7 @@ class FunctionalTT(Estimator):
     def __init__(self, basis: str | Sequence[str] = "legendre", degree: int | Sequence[int] = 8,
                  ranks: int | Sequence[int] = 2, domain: Any = None, *, loc: float | Sequence[float] = 0.0,
                  scale: float | Sequence[float] = 1.0, extrapolate: str = "linear",
-                 init: "str | FunctionalTT" = "random", sweeps: int = 10, tol: float = 1e-6,
+                 init: "str | FunctionalTT" = "additive", sweeps: int = 10, tol: float = 1e-6,
                  regularization: float | dict = 1e-8, rank_adaptive: bool = True, max_rank: int = 10,
                  rank_tol: float = 1e-8, callback: Callable | None = None, progress: bool = False,
                  rng: Any = None, workers: Any = 1) -> None:
@@ -266,10 +281,22 @@ class FunctionalTT(Estimator):
     # fitting
 
     def _check_y_weight(self, y: Any, sample_weight: Any, M: int) -> tuple[np.ndarray, np.ndarray]:
-        """``y`` (M,) and the weights (M,) (ones when None), validated."""
+        """``y`` (M,) and the weights (M,) (ones when None), validated. A column vector ``y`` is accepted with
+        scikit-learn's DataConversionWarning, as its regressors do."""
         if y is None:
             raise ValueError("`y` is required: FunctionalTT requires y to be passed, but the target y is None")
-        y = as_array(y, "y", ndim=1).astype(np.float64)
+        y = as_array(y, "y")
+        if y.ndim == 2 and y.shape[1] == 1:
+            import warnings
+
+            from sklearn.exceptions import DataConversionWarning
+
+            warnings.warn("A column-vector y was passed when a 1d array was expected: `y` is raveled to shape "
+                          f"({y.shape[0]},)", DataConversionWarning, stacklevel=3)
+            y = y[:, 0]
+        if y.ndim != 1:
+            raise ValueError(f"`y` must be 1-D; got an array of shape {y.shape}")
+        y = y.astype(np.float64)
         check_finite(y, "y")
         if len(y) != M:
             raise ValueError(f"`X` and `y` must have the same length; `X` has {M} rows and `y` has {len(y)}")
@@ -287,7 +314,7 @@ class FunctionalTT(Estimator):
         init = self.init
         if isinstance(init, FunctionalTT):
             if not hasattr(init, "cores_"):
-                raise ValueError("`init` must be 'random', 'additive' or a fitted FunctionalTT; this FunctionalTT "
+                raise ValueError("`init` must be 'additive', 'random' or a fitted FunctionalTT; this FunctionalTT "
                                  "is not fitted")
             if init.n_features_in_ != d:
                 raise ValueError(f"`init` has {init.n_features_in_} features; X has {d}")
@@ -298,7 +325,7 @@ class FunctionalTT(Estimator):
                                      f"{b.kind}/{b.n - 1} vs {a.kind}/{a.n - 1}")
             return init
         if not isinstance(init, str):
-            raise TypeError(f"`init` must be 'random', 'additive' or a fitted FunctionalTT; got {type(init).__name__}")
+            raise TypeError(f"`init` must be 'additive', 'random' or a fitted FunctionalTT; got {type(init).__name__}")
         return check_option(init, "init", _INITS)
 
     @constraints(X="array2d", y="array1d", sample_weight="array1d", directional="array2d")
@@ -393,7 +420,10 @@ class FunctionalTT(Estimator):
         dphis = None if directional is None else [np.ascontiguousarray(e[1]) for e in evals]
         D = None if directional is None else np.ascontiguousarray(directional[order])
         if isinstance(init, str) and init == "additive" and d > 1:
-            cores = self._additive_cores(bases, phis, yo, wo, M - n_val, self._initial_ranks(bases), rng)
+            ranks = self._initial_ranks(bases)
+            # the largest rank each bond may have: max_rank while the ranks adapt, else the given ranks
+            caps = [max_rank] * (d - 1) if rank_adaptive else ranks[1:-1]
+            cores = self._additive_cores(bases, phis, yo, wo, M - n_val, ranks, rng, dphis, D, caps)
         U = [_basis.gram_factor(b) for b in bases]
         P2 = [_basis.h2_penalty(b) for b in bases] if h2 > 0 else None
         with single_blas_thread():
@@ -425,25 +455,49 @@ class FunctionalTT(Estimator):
         return out
 
     @staticmethod
-    def _additive_cores(bases, phis, y, w, n_train, ranks, rng):
+    def _additive_cores(bases, phis, y, w, n_train, ranks, rng, dphis=None, D=None, caps=None):
         """The weighted least-squares additive model sum_k f_k(x_k) as an exact rank-2 train, padded to
-        ``ranks`` (at least 2) with small random entries."""
+        ``ranks`` (at least 2) with small random entries, and no larger than ``caps`` (one per bond): a bond
+        capped at 1 gets the train's best rank-1 truncation there (TT-SVD), a bond capped at 2 no padding.
+
+        With ``D`` (directional rows, ``f(x) + D . grad f(x) = y``) the additive model of that operator:
+        coordinate k's columns are ``phi_k + D_k phi_k'``. The normal equations are accumulated over chunks
+        of rows (no copy of the whole design); beyond ``_ADDITIVE_DENSE_MAX`` unknowns they are solved by
+        LSQR on the design instead of being formed.
+        """
         from numtk.ftt._als import solve_spd
 
         d = len(bases)
-        sw = np.sqrt(w[:n_train])[:, None]
-        A = np.concatenate([p[:n_train] for p in phis], axis=1) * sw
-        G = A.T @ A
+        P = sum(b.n for b in bases)
+        sw = np.sqrt(w[:n_train])
+
+        def block(m0, m1):
+            cols = [p[m0:m1] if D is None else p[m0:m1] + D[m0:m1, k:k + 1] * dphis[k][m0:m1]
+                    for k, p in enumerate(phis)]
+            return np.concatenate(cols, axis=1) * sw[m0:m1, None]
+
         # each block spans the constants: the d - 1 redundant directions are fixed by a tiny ridge
-        G[np.diag_indices_from(G)] += 1e-10 * (np.trace(G) / len(G) or 1.0)
-        coef = solve_spd(G, A.T @ (y[:n_train, None] * sw)[:, 0])
+        if P <= _ADDITIVE_DENSE_MAX:
+            rows = max(1, min(n_train, _ADDITIVE_CHUNK_ENTRIES // P))
+            G = np.zeros((P, P))
+            rhs = np.zeros(P)
+            for m0 in range(0, n_train, rows):
+                m1 = min(m0 + rows, n_train)
+                A = block(m0, m1)
+                G += A.T @ A
+                rhs += A.T @ (y[m0:m1] * sw[m0:m1])
+            G[np.diag_indices_from(G)] += 1e-10 * (np.trace(G) / len(G) or 1.0)
+            coef = solve_spd(G, rhs)
+        else:
+            coef = _additive_lsqr(block, phis, y[:n_train] * sw, n_train, P)
         splits = np.cumsum([b.n for b in bases])[:-1]
         fs = np.split(coef, splits)
         es = [_basis.constant_coefficients(b) for b in bases]
+        caps = [None] * (d - 1) if caps is None else list(caps)
+        width = [1] + [max(2, r) if c is None else max(2, min(r, c)) for r, c in zip(ranks[1:-1], caps)] + [1]
         cores = []
         for k, b in enumerate(bases):
-            ra = 1 if k == 0 else max(2, ranks[k])
-            rb = 1 if k == d - 1 else max(2, ranks[k + 1])
+            ra, rb = width[k], width[k + 1]
             core = 1e-3 * rng.standard_normal((ra, b.n, rb))
             if k == 0:
                 core[0, :, 0], core[0, :, 1] = fs[0], es[0]
@@ -453,6 +507,8 @@ class FunctionalTT(Estimator):
                 core[:2, :, :2] = 0.0
                 core[0, :, 0], core[1, :, 0], core[1, :, 1] = es[k], fs[k], es[k]
             cores.append(core)
+        if any(c is not None and c < 2 for c in caps):
+            cores = _round_cores(cores, bases, 0.0, [2 if c is None else c for c in caps])
         return cores
 
     @staticmethod
@@ -468,14 +524,20 @@ class FunctionalTT(Estimator):
     # evaluation
 
     def _check_X(self, X: Any, fitting: bool = False) -> np.ndarray:
-        X = as_array(X, "X", ndim=2)
+        if not fitting:
+            _check_fitted(self)
+        X = as_array(X, "X")
+        if X.ndim != 2:
+            hint = (" Reshape your data: X.reshape(-1, 1) if it has one feature, X.reshape(1, -1) if it is one "
+                    "sample") if X.ndim == 1 else ""
+            raise ValueError(f"`X` must be 2-D; got an array of shape {X.shape}.{hint}")
         if X.dtype.kind != "f" or X.dtype.itemsize > 8:
             X = X.astype(np.float64)
         check_finite(X, "X")
         if X.shape[1] < 1:
-            raise ValueError("`X` must have at least one column")
+            raise ValueError(f"`X` has 0 feature(s) (shape={X.shape}) while a minimum of 1 is required: it must have "
+                             "at least one column")
         if not fitting:
-            check_is_fitted(self, "cores_")
             if X.shape[1] != self.n_features_in_:
                 raise ValueError(f"X has {X.shape[1]} features, but FunctionalTT is expecting {self.n_features_in_} "
                                  "features as input (`X` needs one column per coordinate of the train)")
@@ -697,32 +759,13 @@ class FunctionalTT(Estimator):
         >>> (f + f).ranks_, (f + f).round(tol=1e-12).ranks_
         ((1, 4, 6, 1), (1, 2, 3, 1))
         """
-        from numtk.ftt._als import absorb_left, absorb_right, from_orth, right_qr, to_orth
-
-        check_is_fitted(self, "cores_")
+        _check_fitted(self)
         if tol is None and max_rank is None:
             raise ValueError("`round` needs `tol`, `max_rank` or both")
         tol = 0.0 if tol is None else check_real(tol, "tol", low=0.0)
         cap = None if max_rank is None else check_int(max_rank, "max_rank", minimum=1)
-        U = [_basis.gram_factor(b) for b in self._bases]
-        cores = [to_orth(c, u) for c, u in zip(self.cores_, U)]
-        d = len(cores)
-        for k in range(d - 1, 0, -1):
-            q, rt = right_qr(cores[k], None)
-            cores[k] = q
-            cores[k - 1] = absorb_left(cores[k - 1], rt)
-        norm = float(np.linalg.norm(cores[0]))
-        delta = tol * norm / np.sqrt(max(d - 1, 1))
-        for k in range(d - 1):
-            ra, n, rb = cores[k].shape
-            u, s, vt = _svd(cores[k].reshape(ra * n, rb))
-            tail = np.sqrt(np.cumsum((s ** 2)[::-1]))[::-1]  # tail[j] = ||s[j:]||
-            r = int(np.sum(tail > delta)) if delta > 0 else int(np.sum(s > 0))
-            r = max(1, r if cap is None else min(r, cap))
-            cores[k] = u[:, :r].reshape(ra, n, r)
-            cores[k + 1] = absorb_right(s[:r, None] * vt[:r], cores[k + 1])
-        cores = [from_orth(c, u) for c, u in zip(cores, U)]
-        return self._like(cores)
+        caps = None if cap is None else [cap] * (len(self.cores_) - 1)
+        return self._like(_round_cores(self.cores_, self._bases, tol, caps))
 
     @constraints(weight="option")
     def integrate(self, weight: Any = None) -> float:
@@ -755,7 +798,7 @@ class FunctionalTT(Estimator):
         >>> round(f.integrate(), 12), round(f.integrate("uniform"), 12)   # (1 + x)(1 + y) on [-1, 1]^2
         (4.0, 1.0)
         """
-        check_is_fitted(self, "cores_")
+        _check_fitted(self)
         d = self.n_features_in_
         if weight is None or isinstance(weight, str):
             if weight is not None:
@@ -806,7 +849,7 @@ class FunctionalTT(Estimator):
         >>> round(float(q.predict(x)[0]), 12), q.ranks_
         (2.29, (1, 2, 2, 1))
         """
-        check_is_fitted(self, "cores_")
+        _check_fitted(self)
         bases = self._bases
         d = len(bases)
         if (callable(functions) or not isinstance(functions, Sequence) or len(functions) != d
@@ -843,8 +886,8 @@ class FunctionalTT(Estimator):
     def _compatible(self, other: Any) -> bool:
         if not isinstance(other, FunctionalTT):
             return False
-        check_is_fitted(self, "cores_")
-        check_is_fitted(other, "cores_")
+        _check_fitted(self)
+        _check_fitted(other)
         if other.n_features_in_ != self.n_features_in_ or other.extrapolate != self.extrapolate or not all(
                 a.same_as(b) for a, b in zip(self._bases, other._bases)):
             raise ValueError("FunctionalTT arithmetic needs the same bases, degrees, domains and extrapolation")
@@ -871,7 +914,7 @@ class FunctionalTT(Estimator):
     def __mul__(self, other: Any) -> "FunctionalTT":
         if isinstance(other, (bool, np.bool_)) or not isinstance(other, numbers.Real):
             return NotImplemented
-        check_is_fitted(self, "cores_")
+        _check_fitted(self)
         cores = [c.copy() for c in self.cores_]
         cores[0] = cores[0] * float(other)
         return self._like(cores)
@@ -945,6 +988,75 @@ class FunctionalTT(Estimator):
         est = cls(basis, degree, ranks, domain, loc=loc, scale=scale, extrapolate=extrapolate, workers=workers)
         bases = est._resolve_bases(d, None)
         return est._set_fitted(bases, cs)
+
+
+def _check_fitted(est: FunctionalTT) -> None:
+    """Raise NotFittedError unless ``est`` is fitted: numtk's class, which is also scikit-learn's (its
+    estimator checks and users catch ``sklearn.exceptions.NotFittedError``)."""
+    if not hasattr(est, "cores_"):
+        raise _not_fitted_error()(f"this {type(est).__name__} is not fitted yet; call fit or from_cores first")
+
+
+_NOT_FITTED = []
+
+
+def _not_fitted_error() -> type:
+    """numtk's NotFittedError joined with scikit-learn's (imported here, when an error is raised)."""
+    if not _NOT_FITTED:
+        try:
+            from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+        except ImportError:  # pragma: no cover - scikit-learn is a required dependency
+            _NOT_FITTED.append(NotFittedError)
+        else:
+            _NOT_FITTED.append(type("NotFittedError", (NotFittedError, SklearnNotFittedError),
+                                    {"__module__": __name__, "__qualname__": "NotFittedError",
+                                     "__doc__": NotFittedError.__doc__}))
+    return _NOT_FITTED[0]
+
+
+def _round_cores(cores, bases, tol, caps):
+    """TT-SVD rounding of ``cores`` (see :meth:`FunctionalTT.round`); ``caps`` is None or one rank cap per
+    bond."""
+    from numtk.ftt._als import absorb_left, absorb_right, from_orth, right_qr, to_orth
+
+    U = [_basis.gram_factor(b) for b in bases]
+    cores = [to_orth(c, u) for c, u in zip(cores, U)]
+    d = len(cores)
+    for k in range(d - 1, 0, -1):
+        q, rt = right_qr(cores[k], None)
+        cores[k] = q
+        cores[k - 1] = absorb_left(cores[k - 1], rt)
+    norm = float(np.linalg.norm(cores[0]))
+    delta = tol * norm / np.sqrt(max(d - 1, 1))
+    for k in range(d - 1):
+        ra, n, rb = cores[k].shape
+        u, s, vt = _svd(cores[k].reshape(ra * n, rb))
+        tail = np.sqrt(np.cumsum((s ** 2)[::-1]))[::-1]  # tail[j] = ||s[j:]||
+        r = int(np.sum(tail > delta)) if delta > 0 else int(np.sum(s > 0))
+        r = max(1, r if caps is None else min(r, caps[k]))
+        cores[k] = u[:, :r].reshape(ra, n, r)
+        cores[k + 1] = absorb_right(s[:r, None] * vt[:r], cores[k + 1])
+    return [from_orth(c, u) for c, u in zip(cores, U)]
+
+
+def _additive_lsqr(block, phis, rhs, n_train, P):
+    """Least squares ``min |A c - rhs|`` of the additive design by LSQR (scipy), the design applied chunk by
+    chunk through ``block(m0, m1)`` (its rows ``m0:m1``); a small damping fixes the redundant constants."""
+    from scipy.sparse.linalg import LinearOperator, lsqr
+
+    rows = max(1, _ADDITIVE_CHUNK_ENTRIES // P)
+    chunks = [(m0, min(m0 + rows, n_train)) for m0 in range(0, n_train, rows)]
+
+    def matvec(c):
+        return np.concatenate([block(m0, m1) @ np.ravel(c) for m0, m1 in chunks])
+
+    def rmatvec(r):
+        r = np.ravel(r)
+        return sum(block(m0, m1).T @ r[m0:m1] for m0, m1 in chunks)
+
+    A = LinearOperator((n_train, P), matvec=matvec, rmatvec=rmatvec, dtype=np.float64)
+    scale = float(np.sqrt(np.mean([np.mean(p[:n_train] ** 2) for p in phis]))) or 1.0
+    return lsqr(A, rhs, damp=1e-5 * scale * np.sqrt(n_train), atol=1e-10, btol=1e-10, iter_lim=10 * P)[0]
 
 
 def _svd(a: np.ndarray):
