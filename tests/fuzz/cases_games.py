@@ -125,16 +125,6 @@ def _meta(method, G=None, **kw):
     return make
 
 
-def _meta_options(method, **defaults):
-    """meta_strategy with the method's options given as keywords of a thin wrapper, which hands them to
-    meta_strategy's ``options`` mapping: the catalogue's values then reach the options' own checks (whose
-    messages name ``options['<key>']``)."""
-    def make():
-        def call(meta_game, **options):
-            return _g().meta_strategy(meta_game, method, options={**defaults, **options})
-        return call, (_rps().payoffs[0],), {}
-    return make
-
 
 def _psro(game="rps", **kw):
     def make():
@@ -194,7 +184,8 @@ CASES = {c.name: c for c in [
          positional={"game": 0, "policy": 1, "player": 2}),
     Case("numtk.games.population_exploitability", _pe_lp,
          {**_GAME, "population": ("array1d", "array2d"), "populations": "option", "method": "option",
-          "convention": "option", "tol": "real>=0", "max_iter": "int>=1", "options": "option"},
+          "convention": "option", "tol": "real>=0", "max_iter": "int>=1", "options": "option",
+          "options.highs_method": "option"},
          positional={"game": 0, "population": 1},
          # np.ones(6), refused as a 2-D stack, is a valid 1-D population: six copies of strategy 1 (ids given as
          # floats with integral values are accepted)
@@ -202,13 +193,15 @@ CASES = {c.name: c for c in [
     Case("numtk.games.population_exploitability[double_oracle]", _pe_do,
          {"population": "array2d", "tol": "real>=0", "max_iter": "int>=1"}, positional={"population": 1}),
     # --- solvers
-    Case("numtk.games.nash_equilibrium[lp]", _nash("lp"), {**_GAME, **_NASH_KW}, positional={"game": 0},
-         skip=_NO_OPTIONS),
-    Case("numtk.games.nash_equilibrium[rm+]", _nash("rm+", max_iter=200), {**_NASH_KW}, skip=_NO_OPTIONS),
-    Case("numtk.games.nash_equilibrium[cfr+]", _nash("cfr+", game="kuhn", max_iter=50), {**_NASH_KW},
-         skip=_NO_OPTIONS),
-    Case("numtk.games.nash_equilibrium[double_oracle]", _nash("double_oracle", game="kuhn"), {**_NASH_KW},
-         skip=_NO_OPTIONS),
+    Case("numtk.games.nash_equilibrium[lp]", _nash("lp"), {**_GAME, **_NASH_KW, "options.highs_method": "option"},
+         positional={"game": 0}, skip=_NO_OPTIONS),
+    Case("numtk.games.nash_equilibrium[rm+]", _nash("rm+", max_iter=200),
+         {**_NASH_KW, "options.predictive": "bool", "options.check_every": "count", "options.x0": "array1d",
+          "options.y0": "array1d"}, skip=_NO_OPTIONS),
+    Case("numtk.games.nash_equilibrium[cfr+]", _nash("cfr+", game="kuhn", max_iter=50),
+         {**_NASH_KW, "options.delay": "int>=0", "options.check_every": "count"}, skip=_NO_OPTIONS),
+    Case("numtk.games.nash_equilibrium[double_oracle]", _nash("double_oracle", game="kuhn"),
+         {**_NASH_KW, "options.highs_method": "option"}, skip=_NO_OPTIONS),
     Case("numtk.games.meta_strategy[nash]", _meta("nash"),
          {"meta_game": "array2d", "method": ("option", "callable"), "populations": "option", "rng": "rng",
           "options": "option"},
@@ -221,21 +214,27 @@ CASES = {c.name: c for c in [
     Case("numtk.games.meta_strategy[uniform]", _meta("uniform"), {"meta_game": "array2d", "rng": "rng"},
          positional={"meta_game": 0}),
     Case("numtk.games.meta_strategy[prd]", _meta("prd", options={"iterations": 100}),
-         {"meta_game": "array2d", "rng": "rng"}, positional={"meta_game": 0}),
-    Case("numtk.games.meta_strategy[prd,options]", _meta_options("prd", iterations=100),
-         {"meta_game": "array2d", "iterations": "count", "dt": "real>0", "gamma": "real>=0"},
-         positional={"meta_game": 0}),
-    Case("numtk.games.meta_strategy[alpha_rank,options]", _meta_options("alpha_rank"),
-         {"meta_game": "array2d", "alpha": "real>=0", "m": "int>=2", "inf_alpha": "bool",
-          "epsilon": "prob_open"}, positional={"meta_game": 0}),
+         {"meta_game": "array2d", "rng": "rng", "options.iterations": "count", "options.dt": "real>0",
+          "options.gamma": "real>=0"}, positional={"meta_game": 0}),
+    Case("numtk.games.meta_strategy[alpha_rank]", _meta("alpha_rank"),
+         {"meta_game": "array2d", "options.alpha": "real>=0", "options.m": "int>=2", "options.inf_alpha": "bool",
+          "options.epsilon": "prob_open"}, positional={"meta_game": 0}),
     Case("numtk.games.meta_strategy[alpha_rank,per_player]", _meta("alpha_rank", G=_payoff63()),
-         {"meta_game": "array2d"}, positional={"meta_game": 0}),
-    Case("numtk.games.meta_strategy[rm+,options]", _meta_options("rm+", iterations=100),
-         {"meta_game": "array2d", "iterations": "count", "tol": "real>=0", "predictive": "bool",
-          "check_every": "count"}, positional={"meta_game": 0}),
+         {"meta_game": "array2d", "options.alpha": "real>=0", "options.m": "int>=2"}, positional={"meta_game": 0}),
+    Case("numtk.games.meta_strategy[rm+]", _meta("rm+", options={"iterations": 100}),
+         {"meta_game": "array2d", "options.iterations": "count", "options.tol": "real>=0",
+          "options.predictive": "bool", "options.check_every": "count"}, positional={"meta_game": 0}),
     Case("numtk.games.meta_strategy[callable]", _meta(_uniform_solver),
          {"meta_game": "array2d", "rng": "rng"}, positional={"meta_game": 0}),
     Case("numtk.games.psro", _psro(), {**_GAME, **_PSRO_KW}, positional={"game": 0}, skip=_NO_OPTIONS),
+    Case("numtk.games.psro[options]", _psro("kuhn"),
+         {"options.max_policies": "cap", "options.tol": "real>=0", "options.record_pe": "bool",
+          "options.meta_options": "option", "options.n_learners": "count", "options.support_tol": "real>=0",
+          "options.p_diversity": "prob", "options.lambda": "real>=0", "options.epsilon": "prob",
+          "options.dirichlet_alpha": "real>0", "options.tie_tol": "real>=0", "options.rollout": "bool",
+          "options.highs_method": "option"},
+         # meta_options=None is the documented default (no meta-solver options)
+         skip={"options.meta_options": ("None",)}),
     Case("numtk.games.psro[kuhn]", _psro("kuhn"), {**_PSRO_KW}, skip=_NO_OPTIONS),
     Case("numtk.games.psro[global]", _psro("kuhn", variant="global", n_candidates=2), {**_PSRO_KW},
          # n_candidates=0 is valid; the candidates (BR to Nash, uniform, PE mixture) then coincide on the first
