@@ -23,29 +23,31 @@ from numtk.sampling import SinhTransform
 #: x = 0.3 sinh(u) on every coordinate but the first (the funnel's x_0)
 _FUNNEL_WARP = SinhTransform(0.3, dims=slice(1, None))
 
-#: name -> solve_hjb keyword arguments (small settings: seconds per fit).
+#: name -> ScoreBasedSampler keyword arguments (small settings: seconds per fit).
 SETTINGS = {
     "mixture-1d": dict(solver="bsde", n_steps=40, degree=31, refine=1),
     "gaussian-3d": dict(solver="bsde", n_steps=30, degree=15, refine=0),
 }
 #: the literature's benchmark targets (``--sampling-hard``): minutes per fit on 2 cores.
 HARD_SETTINGS = {
-    "many-well-32": dict(solver="bsde", n_steps=100, refine=1, design_mix=(1.0, 0.0, 0.0)),
+    "many-well-32": dict(solver="bsde", n_steps=100, refine=1, options=dict(design_mix=(1.0, 0.0, 0.0))),
     # the terminal condition interpolated by tt_cross (an ALS fit on the design failed: dlogZ ~ -1e4)
-    "funnel-10": dict(solver="bsde", n_steps=50, refine=1, design_mix=(1.0, 0.0, 0.0), terminal="cross"),
+    "funnel-10": dict(solver="bsde", n_steps=50, refine=1, options=dict(design_mix=(1.0, 0.0, 0.0), terminal="cross")),
     # the same with x_1..x_9 warped by x = 0.3 sinh(u) (numtk.sampling.SinhTransform): the neck gets resolved
     # (48 functions per coordinate and 8000 design points: -0.09 / -0.03 / -0.07 / -0.17 on seeds 0-3, against
     # -0.11 / -0.11 / -0.06 / -0.19 with the defaults, in twice the time)
-    "funnel-10-sinh": dict(solver="bsde", n_steps=50, refine=1, design_mix=(1.0, 0.0, 0.0), terminal="cross",
-                           degree=47, n_paths=8000, transform=_FUNNEL_WARP),
+    "funnel-10-sinh": dict(solver="bsde", n_steps=50, refine=1, degree=47, n_paths=8000, warp=_FUNNEL_WARP,
+                           options=dict(design_mix=(1.0, 0.0, 0.0), terminal="cross")),
     # gfn-diffusion's "easy" funnel (sigma = 1): conditional variances over a 20-fold range instead of 8000
-    "funnel-10-easy": dict(solver="bsde", n_steps=50, refine=0, design_mix=(1.0, 0.0, 0.0), terminal="cross"),
-    "funnel-10-easy-sinh": dict(solver="bsde", n_steps=50, refine=0, design_mix=(1.0, 0.0, 0.0), terminal="cross",
-                                transform=_FUNNEL_WARP),
+    "funnel-10-easy": dict(solver="bsde", n_steps=50, refine=0,
+                           options=dict(design_mix=(1.0, 0.0, 0.0), terminal="cross")),
+    "funnel-10-easy-sinh": dict(solver="bsde", n_steps=50, refine=0, warp=_FUNNEL_WARP,
+                                options=dict(design_mix=(1.0, 0.0, 0.0), terminal="cross")),
     "double-well-50": dict(solver="bsde", n_steps=100, refine=1),
     # 40 unit-variance modes over [-40, 40]^2: preconditioned, 128 functions, a terminal fit of up to 30
     # sweeps (one rank per sweep) and ranks up to 16
-    "gmm-40": dict(solver="bsde", n_steps=100, refine=1, degree=127, scale=12.0, max_rank=16, terminal_sweeps=30),
+    "gmm-40": dict(solver="bsde", n_steps=100, refine=1, degree=127, scale=12.0,
+                   options=dict(max_rank=16, terminal_sweeps=30)),
 }
 #: published Delta log Z to compare with (DDS, PIS as quoted by Sendera et al. 2024; to be confirmed)
 PUBLISHED = {"many-well-32": "DDS 7.36, PIS 13.2", "funnel-10": "DDS 0.42, PIS 0.53",

@@ -5,7 +5,7 @@ import numpy as np
 from _harness import Case
 
 _SAMPLER = None
-_TINY = dict(n_steps=5, degree=4, refine=0, n_paths=200, pilot_steps=5, refine_paths=50, rng=0)
+_TINY = dict(n_steps=5, degree=4, refine=0, n_paths=200, rng=0, options=dict(pilot_steps=5, refine_paths=50))
 
 
 def _sampler():
@@ -125,7 +125,7 @@ def _solve_hjb():
 def _solve_hjb_hermite():
     from numtk.sampling import gaussian, solve_hjb
 
-    return solve_hjb, (gaussian([0.0], [1.0]),), dict(n_steps=5, method="hermite", hermite_degree=20)
+    return solve_hjb, (gaussian([0.0], [1.0]),), dict(n_steps=5, method="hermite", options={"hermite_degree": 20})
 
 
 def _value_function():
@@ -135,13 +135,28 @@ def _value_function():
     return value_function, (sol.W[-1],), {"loc": 0.0, "scale": 1.0}
 
 
-def _sampler_fit():
+def _sampler_ctor():
+    """The estimator checks its parameters in fit (scikit-learn's convention): construct and fit. The
+    function stands for the class: ``__func__`` tells test_fuzz which callable it fuzzes, and it carries
+    the class's declared constraints."""
+    from numtk._lib._constraints import declared_constraints
     from numtk.sampling import ScoreBasedSampler, gaussian
 
-    def build_and_fit(**kw):
-        return ScoreBasedSampler(gaussian([0.0], [1.0]), **{**_TINY, **kw}).fit().times_
+    def build_and_fit(target, **kw):
+        return ScoreBasedSampler(target, **kw).fit().times_
 
-    return build_and_fit, (), {}
+    build_and_fit.__func__ = ScoreBasedSampler
+    build_and_fit.__numtk_constraints__ = declared_constraints(ScoreBasedSampler)
+    return build_and_fit, (gaussian([0.0], [1.0]),), dict(_TINY)
+
+
+def _sampler_fit():
+    import warnings
+
+    from numtk.sampling import ScoreBasedSampler, gaussian
+
+    warnings.simplefilter("ignore")
+    return ScoreBasedSampler(gaussian([0.0], [1.0]), **_TINY).fit, (), {}
 
 
 def _sample():
@@ -150,6 +165,10 @@ def _sample():
 
 def _log_Z():
     return _sampler().log_Z, (), {"n": 100, "rng": 0}
+
+
+def _ess():
+    return _sampler().ess, (), {"n": 100, "rng": 0}
 
 
 def _hermite_solution():
@@ -241,28 +260,23 @@ CASES = {c.name: c for c in [
          positional={"target": 0, "transform": 1}),
     Case("numtk.sampling.time_grid", _factory("time_grid", T=1.0, n_steps=4),
          {"T": "real>0", "n_steps": "count", "grading": "real"}),
-    Case("numtk.sampling.solve_hjb", _solve_hjb,
-         {"target": "callable", "T": "real>0", "n_steps": "count", "grading": "real", "time_grid": "array1d",
-          "method": "option", "scheme": "option", "theta": "prob", "forward": "option", "newton_iter": "count",
-          "newton_tol": "real>=0", "implicit_solver": "option", "basis": "option", "degree": "int>=1",
-          "ranks": "int>=1", "max_rank": "int>=1", "rank_tol": "real>=0", "regularization": "real>=0",
-          "sweeps": "count", "terminal_sweeps": "count", "terminal": "option", "n_paths": "count",
-          "design_samples": "array2d", "design_mix": "array1d", "design": "callable", "pilot": "option",
-          "pilot_steps": "int>=0", "refine": "int>=0", "refine_paths": "count", "control_variate": "bool",
-          "loc": "real", "scale": "real>0", "integrator": "option", "rng": "rng", "workers": "workers",
-          "progress": "bool", "callback": "callable"}, positional={"target": 0}, timeout=60),
+    # the parameters and the options' keys come from solve_hjb's declaration
+    Case("numtk.sampling.solve_hjb", _solve_hjb, {}, positional={"target": 0}, timeout=60),
     Case("numtk.sampling.solve_hjb[hermite]", _solve_hjb_hermite,
-         {"hermite_degree": "int>=0", "hermite_tol": "prob_open", "loc": "real", "scale": "real>0"}),
+         {"options.hermite_degree": "int>=0", "options.hermite_tol": "prob_open", "loc": "real", "scale": "real>0"}),
     Case("numtk.sampling.value_function", _value_function,
          {"W": "callable", "loc": "real", "scale": "real>0"}, positional={"W": 0}),
-    Case("numtk.sampling.ScoreBasedSampler", _sampler_fit,
-         {"solver": "option", "integrator": "option", "transform": "callable", "n_steps": "count",
-          "degree": "int>=1"}),
+    # the constructor's declaration, checked by fit
+    Case("numtk.sampling.ScoreBasedSampler", _sampler_ctor, {}, positional={"target": 0}, timeout=60),
+    # fit takes no data: X and y must be None (their default)
+    Case("numtk.sampling.ScoreBasedSampler.fit", _sampler_fit, {}, skip={"X": ("None",), "y": ("None",)},
+         timeout=60),
     Case("numtk.sampling.ScoreBasedSampler.sample", _sample,
          {"n": "count", "rng": "rng", "return_log_weights": "bool", "workers": "workers"}, positional={"n": 0},
          timeout=60),
     Case("numtk.sampling.ScoreBasedSampler.log_Z", _log_Z, {"n": "count", "rng": "rng", "workers": "workers"},
          timeout=60),
+    Case("numtk.sampling.ScoreBasedSampler.ess", _ess, {"n": "count", "rng": "rng"}, timeout=60),
     Case("numtk.sampling.hermite_solution", _hermite_solution,
          {"target": "callable", "degree": "int>=0", "loc": "real", "scale": "real>0", "hermite_tol": "prob_open",
           "eps": "prob"}, positional={"target": 0}),

@@ -13,7 +13,7 @@ def test_demo_rows_and_figure(tmp_path, monkeypatch):
     warp = SinhTransform(2.0, dims=slice(1, None))
     monkeypatch.setattr(_demo, "_CASES", [("mixture 1-D", "mixture1d", dict(n_steps=20, degree=15, refine=0)),
                                           ("gaussian d=4", "gauss4", dict(n_steps=10, degree=7, refine=0,
-                                                                          transform=warp))])
+                                                                          warp=warp))])
     lines = []
     path = tmp_path / "sampler.png"
     rows = _demo.run(quick=True, out=lines.append, plot=str(path))

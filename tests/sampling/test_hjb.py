@@ -106,8 +106,8 @@ def test_policy_forward_process_matches_the_closed_form(gauss2, scheme):
     """forward='policy' (drift -x + 2 grad W_{n+1}): W and grad W against the closed form at every fifth
     step, and the value estimator's bias of the same order as the OU forward process's."""
     target, sols = gauss2
-    sol = solve_hjb(target, n_steps=50, degree=15, refine=0, rng=0, forward="policy", scheme=scheme,
-                    design_samples=target.sample(4000, rng=5))
+    sol = solve_hjb(target, n_steps=50, degree=15, refine=0, rng=0, design_samples=target.sample(4000, rng=5),
+                    options={"forward": "policy", "scheme": scheme})
     y = _check_closed_form(target, sol)
     assert abs(sol.log_Z_value - target.log_Z) < 2 * abs(sols[50].log_Z_value - target.log_Z) + 0.01
     # the drift changes the regression targets: the solution is not the OU one
@@ -118,7 +118,7 @@ def test_policy_forward_process_on_a_double_well():
     """The semi-Lagrangian forward process on the double well d = 2 (delta = 4): log Z within its SE; the
     ESS measured 0.43 (OU forward: 0.26)."""
     target = double_well(2, 2, 4.0)
-    sampler = ScoreBasedSampler(target, n_steps=60, degree=31, refine=1, rng=0, forward="policy").fit()
+    sampler = ScoreBasedSampler(target, n_steps=60, degree=31, refine=1, rng=0, options={"forward": "policy"}).fit()
     est = sampler.log_Z(20000, rng=1)
     assert abs(est.value - target.log_Z) < 4 * est.stderr + 5e-3
     assert est.ess > 0.3
@@ -207,14 +207,14 @@ def test_explicit_and_implicit_value_bias_have_opposite_signs(gauss2):
     target, _ = gauss2
     design = target.sample(2000, rng=1)
 
-    def err(**kw):
-        sol = solve_hjb(target, degree=11, refine=0, rng=0, design_samples=design, **kw)
+    def err(n_steps, **options):
+        sol = solve_hjb(target, n_steps=n_steps, degree=11, refine=0, rng=0, design_samples=design, options=options)
         return sol.log_Z_value - target.log_Z
 
-    e20, e40 = err(n_steps=20, scheme="explicit"), err(n_steps=40, scheme="explicit")
+    e20, e40 = err(20, scheme="explicit"), err(40, scheme="explicit")
     assert 0 < e40 < e20 / 1.5 and e20 < 0.3
-    assert -0.3 < err(n_steps=20) < 0
-    assert abs(err(n_steps=20, implicit_solver="picard")) < 0.3
+    assert -0.3 < err(20) < 0
+    assert abs(err(20, implicit_solver="picard")) < 0.3
 
 
 def test_product_target_keeps_rank_two():
@@ -231,7 +231,7 @@ def test_many_well_in_eight_dimensions_without_exact_samples():
     from numtk.sampling import many_well
 
     target = many_well(8)
-    sampler = ScoreBasedSampler(target, rng=0, n_steps=40, refine=0, design_mix=(1.0, 0.0, 0.0)).fit()
+    sampler = ScoreBasedSampler(target, rng=0, n_steps=40, refine=0, options={"design_mix": (1.0, 0.0, 0.0)}).fit()
     est = sampler.log_Z(4000, rng=1)
     assert est.ess > 0.05
     assert abs(est.value - target.log_Z) < 5 * est.stderr + 0.02
@@ -242,15 +242,27 @@ def test_progress_callback_and_diagnostics():
     target = gaussian(mean=[0.0], cov=[[1.5]])
     seen = []
 
-    def cb(n, W, diag):
-        seen.append(n)
-        return n <= 5
+    def cb(res):
+        seen.append(res.step)
+        assert res.n_iter == len(seen) and res.round == 0 and res.diagnostics["step"] == res.step
+        assert res.W is not None and res.rmse == res.diagnostics["rmse"]
+        if res.step <= 5:
+            raise StopIteration
 
     sol = solve_hjb(target, n_steps=10, degree=7, refine=0, rng=0, callback=cb)
     assert seen == [9, 8, 7, 6, 5]
     assert sol.diagnostics[-1]["terminal_residual"] < 1e-2
     assert sol.method == "bsde" and len(sol.W) == 11
-    assert sol.stopped and sol.W[0] is None and math.isnan(sol.log_Z_value)
+    assert sol.status == "callback" and not sol.success and sol.n_iter == 5 and "callback" in sol.message
+    assert sol.W[0] is None and math.isnan(sol.log_Z_value)
+    # a sampler whose fit its callback stopped refuses to sample
+    def stop(res):
+        raise StopIteration
+
+    sampler = ScoreBasedSampler(target, n_steps=4, degree=7, refine=0, rng=0, callback=stop).fit()
+    assert sampler.solution_.status == "callback"
+    with pytest.raises(RuntimeError, match="callback"):
+        sampler.sample(3)
 
 
 @pytest.mark.parametrize("basis", ["bspline", "legendre", "hermite"])
@@ -290,7 +302,7 @@ def test_workers_threads_and_map():
     # an int sets the FTT threads (same solution up to summation order); a map-like callable carries the
     # target's evaluations in chunks (a recording map sees them)
     target = gaussian(mean=[0.3, -0.2], cov=[[1.2, 0.3], [0.3, 0.8]])
-    kw = dict(n_steps=8, degree=7, refine=0, rng=0, n_paths=9000, pilot_steps=20)
+    kw = dict(n_steps=8, degree=7, refine=0, rng=0, n_paths=9000, options={"pilot_steps": 20})
     one = solve_hjb(target, **kw)
     two = solve_hjb(target, workers=2, **kw)
     assert two.log_Z_value == pytest.approx(one.log_Z_value, abs=1e-8)
@@ -313,25 +325,25 @@ def test_validation():
     with pytest.raises(ValueError, match="method"):
         solve_hjb(target, method="pde")
     with pytest.raises(ValueError, match="theta"):
-        solve_hjb(target, theta=0.0)
-    with pytest.raises(ValueError, match="time_grid"):
-        solve_hjb(target, time_grid=[0.0, 0.5, 0.4])
+        solve_hjb(target, options={"theta": 0.0})
+    with pytest.raises(ValueError, match="times"):
+        solve_hjb(target, times=[0.0, 0.5, 0.4])
     with pytest.raises(ValueError, match="design_mix"):
-        solve_hjb(target, design_mix=(0.5, 0.5, 0.5))
+        solve_hjb(target, options={"design_mix": (0.5, 0.5, 0.5)})
     with pytest.raises(ValueError, match="terminal_sweeps"):
-        solve_hjb(target, terminal_sweeps=0)
+        solve_hjb(target, options={"terminal_sweeps": 0})
     with pytest.raises(ValueError, match="design_samples"):
         solve_hjb(target, design_samples=np.zeros((10, 2)))
     with pytest.raises(ValueError, match="scale"):
         solve_hjb(target, scale=-1.0)
     with pytest.raises(ValueError, match="pilot"):
-        solve_hjb(target, pilot="exact")
+        solve_hjb(target, options={"pilot": "exact"})
     with pytest.raises(ValueError, match="pilot_steps"):
-        solve_hjb(target, pilot_steps=-1)
+        solve_hjb(target, options={"pilot_steps": -1})
     with pytest.raises(ValueError, match="forward"):
-        solve_hjb(target, forward="euler")
+        solve_hjb(target, options={"forward": "euler"})
     with pytest.warns(NumtkWarning, match="control variate"):
-        solve_hjb(target, n_steps=3, degree=5, refine=0, control_variate=False, rng=0)
+        solve_hjb(target, n_steps=3, degree=5, refine=0, rng=0, options={"control_variate": False})
 
 
 @pytest.mark.parametrize("with_grad", [True, False])
@@ -356,7 +368,7 @@ def test_broad_and_mcmc_pilots_both_solve_a_bimodal_target():
     # Gaussian both cover the two modes; the importance-weighted log Z is checked against the exact value
     target, _ = mixture_1d([0.3, 0.7], [-1.5, 1.5], [0.3, 0.3])
     for pilot in ("mcmc", "broad"):
-        sampler = ScoreBasedSampler(target, n_steps=30, degree=23, refine=0, pilot=pilot, rng=0).fit()
+        sampler = ScoreBasedSampler(target, n_steps=30, degree=23, refine=0, options={"pilot": pilot}, rng=0).fit()
         est = sampler.log_Z(5000, rng=1)
         assert est.ess > 0.5
         assert abs(est.value - 0.0) < 5 * est.stderr + 0.01
@@ -382,7 +394,7 @@ def test_design_uniform_layer_redraws_few_coordinates():
 def test_terminal_by_cross_interpolates_the_log_density(basis):
     # a Gaussian's W_N = log rho - log gamma is quadratic: exact in all three bases, on the whole box
     target = gaussian(mean=[0.3, -0.2, 0.1], cov=[[1.2, 0.3, 0.0], [0.3, 0.8, 0.1], [0.0, 0.1, 1.0]])
-    sol = solve_hjb(target, n_steps=4, degree=6, refine=0, rng=0, basis=basis, terminal="cross",
+    sol = solve_hjb(target, n_steps=4, degree=6, refine=0, rng=0, basis=basis, options={"terminal": "cross"},
                     design_samples=target.sample(2000, rng=1))
     Y = np.random.default_rng(2).uniform(-3.0, 3.0, (400, 3))
     want = target.log_density(Y) + 0.5 * np.sum(Y * Y, axis=1) + 1.5 * LOG2PI
@@ -398,10 +410,10 @@ def test_terminal_cross_falls_back_to_the_fit():
 
     target = as_target(log_density, dim=2)
     with pytest.warns(NumtkWarning, match="terminal='cross' failed"):
-        sol = solve_hjb(target, n_steps=3, degree=7, refine=0, rng=0, terminal="cross", pilot="broad")
+        sol = solve_hjb(target, n_steps=3, degree=7, refine=0, rng=0, options={"terminal": "cross", "pilot": "broad"})
     assert sol.W[-1].ranks_[1] >= 1
     with pytest.raises(ValueError, match="terminal"):
-        solve_hjb(target, terminal="exact")
+        solve_hjb(target, options={"terminal": "exact"})
 
 
 @pytest.mark.slow
@@ -412,8 +424,8 @@ def test_easy_funnel_with_the_cross_terminal():
     from numtk.sampling import funnel
 
     target = funnel(10, sigma=1.0)
-    sampler = ScoreBasedSampler(target, rng=1, n_steps=50, refine=0, design_mix=(1.0, 0.0, 0.0),
-                                terminal="cross").fit()
+    sampler = ScoreBasedSampler(target, rng=1, n_steps=50, refine=0,
+                                options={"design_mix": (1.0, 0.0, 0.0), "terminal": "cross"}).fit()
     est = sampler.log_Z(10000, rng=2)
     assert est.ess > 0.01
     assert abs(est.value - target.log_Z) < 0.3
@@ -426,8 +438,8 @@ def test_funnel_with_the_cross_terminal_is_near_the_published_errors():
     from numtk.sampling import funnel
 
     target = funnel(10)
-    sampler = ScoreBasedSampler(target, rng=0, n_steps=50, refine=1, design_mix=(1.0, 0.0, 0.0),
-                                terminal="cross").fit()
+    sampler = ScoreBasedSampler(target, rng=0, n_steps=50, refine=1,
+                                options={"design_mix": (1.0, 0.0, 0.0), "terminal": "cross"}).fit()
     est = sampler.log_Z(10000, rng=1)
     assert est.ess > 0.005
     assert abs(est.value - target.log_Z) < 1.0
@@ -469,7 +481,7 @@ def test_many_well_32_paths_stay_near_the_mass():
     from numtk.sampling import many_well
 
     target = many_well(32)
-    sampler = ScoreBasedSampler(target, rng=0, n_steps=100, refine=1, design_mix=(1.0, 0.0, 0.0)).fit()
+    sampler = ScoreBasedSampler(target, rng=0, n_steps=100, refine=1, options={"design_mix": (1.0, 0.0, 0.0)}).fit()
     est = sampler.log_Z(10000, rng=1)
     assert abs(est.value - target.log_Z) < 5 * est.stderr + 0.05
     assert target.log_Z - est.elbo < 60
@@ -533,8 +545,8 @@ def _solve_han_jentzen_e(d, n_steps, rng, T=1.0):
     with warnings.catch_warnings():
         # the terminal log(1 + |x|^2) is fitted at rank 2 with relative residual ~2e-2 (d = 10)
         warnings.filterwarnings("ignore", message="the terminal condition", category=NumtkWarning)
-        sol = solve_hjb(target, T=tau_max, n_steps=n_steps, basis="legendre", degree=6, max_rank=4,
-                        design=design, refine=0, rng=rng)
+        sol = solve_hjb(target, T=tau_max, n_steps=n_steps, basis="legendre", degree=6, design=design, refine=0,
+                        rng=rng, options={"max_rank": 4})
     return d * tau_max - (sol.W[0].predict(np.zeros((1, d)))[0] - 0.5 * d * LOG2PI), sol
 
 

@@ -1,5 +1,6 @@
 """Bad input to numtk.sampling is refused before any work, with a message naming the parameter."""
 
+import re
 import warnings
 
 import numpy as np
@@ -8,7 +9,7 @@ import pytest
 from numtk.sampling import (ExpTransform, HermiteOUSolution, ScoreBasedSampler, SinhTransform, Target, double_well,
                             funnel, gaussian, many_well, mmd, sinkhorn_distance, solve_hjb, time_grid, w2)
 
-_TINY = dict(n_steps=5, degree=4, refine=0, n_paths=200, pilot_steps=5, refine_paths=50, rng=0)
+_TINY = dict(n_steps=5, degree=4, refine=0, n_paths=200, rng=0, options=dict(pilot_steps=5, refine_paths=50))
 
 
 @pytest.fixture(scope="module")
@@ -61,11 +62,18 @@ def test_sampler_workers_are_validated_even_when_unused(sampler):
         sampler.log_Z(n=10, workers="x")
 
 
-def test_sampler_constructor_validates_its_options():
+def test_sampler_fit_validates_its_parameters():
+    # the constructor stores its parameters unchanged (scikit-learn's convention); fit checks them
     with pytest.raises(ValueError, match="`solver`"):
-        ScoreBasedSampler(gaussian([0.0], [1.0]), solver="nope")
-    with pytest.raises(TypeError, match="`transform`"):
-        ScoreBasedSampler(gaussian([0.0], [1.0]), transform=5)
+        ScoreBasedSampler(gaussian([0.0], [1.0]), solver="nope").fit()
+    with pytest.raises(TypeError, match="`warp`"):
+        ScoreBasedSampler(gaussian([0.0], [1.0]), warp=5).fit()
+    with pytest.raises(TypeError, match="`options`"):
+        ScoreBasedSampler(gaussian([0.0], [1.0]), options=[("sweeps", 2)]).fit()
+    with pytest.raises(ValueError, match=re.escape("`options['integrator']`")):
+        ScoreBasedSampler(gaussian([0.0], [1.0]), options={"integrator": "euler"}).fit()
+    with pytest.raises(ValueError, match="`X`"):
+        ScoreBasedSampler(gaussian([0.0], [1.0])).fit(np.zeros((3, 1)))
 
 
 @pytest.mark.parametrize("factory", [many_well, funnel, double_well])
@@ -81,11 +89,29 @@ def test_out_of_range_funnel_sigma_and_double_well_delta_are_refused():
         double_well(2, 2, 1e308)
 
 
-@pytest.mark.parametrize("name", ["n_steps", "sweeps", "terminal_sweeps", "newton_iter", "n_paths", "pilot_steps",
-                                  "degree", "ranks", "hermite_degree"])
+@pytest.mark.parametrize("name", ["n_steps", "n_paths", "degree"])
 def test_solve_hjb_huge_counts_are_refused(name):
     with pytest.raises(ValueError, match=f"`{name}`"):
         solve_hjb(gaussian([0.0], [1.0]), **{**_TINY, name: 10**12})
+
+
+@pytest.mark.parametrize("key", ["sweeps", "terminal_sweeps", "newton_iter", "pilot_steps", "ranks", "hermite_degree",
+                                 "refine_paths"])
+def test_solve_hjb_huge_option_counts_are_refused(key):
+    with pytest.raises(ValueError, match=re.escape(f"`options['{key}']`")):
+        solve_hjb(gaussian([0.0], [1.0]), **{**_TINY, "options": {**_TINY["options"], key: 10**12}})
+
+
+def test_solve_hjb_options_are_checked_by_key_and_method():
+    with pytest.raises(ValueError, match="unknown keys"):
+        solve_hjb(gaussian([0.0], [1.0]), **_TINY | {"options": {"swepes": 2}})
+    # a valid key of the other method is refused after its value was checked
+    with pytest.raises(ValueError, match="hermite_degree"):
+        solve_hjb(gaussian([0.0], [1.0]), **_TINY | {"options": {"hermite_degree": 20}})
+    with pytest.raises(ValueError, match="terminal"):
+        solve_hjb(gaussian([0.0], [1.0]), n_steps=5, method="hermite", options={"terminal": "cross"})
+    with pytest.raises(TypeError, match="`options`"):
+        solve_hjb(gaussian([0.0], [1.0]), **_TINY | {"options": {1: 2}})
 
 
 def test_solve_hjb_refuses_overflowing_preconditioning_and_horizon():
@@ -95,8 +121,8 @@ def test_solve_hjb_refuses_overflowing_preconditioning_and_horizon():
         solve_hjb(gaussian([0.0], [1.0]), **_TINY, T=1e308)
     with pytest.raises(TypeError, match="`loc`"):
         solve_hjb(gaussian([0.0], [1.0]), **_TINY, loc=1 + 1j)
-    with pytest.raises(TypeError, match="`design_mix`"):
-        solve_hjb(gaussian([0.0], [1.0]), **_TINY, design_mix=["a", "b", "c"])
+    with pytest.raises(TypeError, match="design_mix"):
+        solve_hjb(gaussian([0.0], [1.0]), **_TINY | {"options": {"design_mix": ["a", "b", "c"]}})
 
 
 def test_time_grid_with_coinciding_times_is_refused():

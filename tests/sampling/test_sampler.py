@@ -227,6 +227,7 @@ def test_gmm40_against_exact_samples():
     # 40 unit-variance modes over [-40, 40]^2, the --sampling-hard settings with 50 steps: measured +0.018 +-
     # 0.031, ESS 0.094, ELBO gap 1.8, MMD^2 0.0048 (exact against exact 3e-4), 173 s
     gmm = gaussian_mixture(name="gmm40")
-    est, m2 = _fit_and_compare(gmm, n_steps=50, refine=1, degree=127, scale=12.0, max_rank=16, terminal_sweeps=30)
+    est, m2 = _fit_and_compare(gmm, n_steps=50, refine=1, degree=127, scale=12.0,
+                               options=dict(max_rank=16, terminal_sweeps=30))
     assert abs(est.value - gmm.log_Z) < min(5 * est.stderr + 0.1, 0.3)
     assert m2 < 0.015

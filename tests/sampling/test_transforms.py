@@ -155,7 +155,7 @@ def test_sampler_with_exp_transform_on_a_positive_target():
             return np.column_stack([2 / x[:, 0] - 2, 4 / x[:, 1] - 1])
 
     target = Target.from_callable(logp, 2, grad_log_density=grad, log_Z=math.log(2 / 8 * 24))
-    s = ScoreBasedSampler(target, transform=ExpTransform(), n_steps=40, degree=15, refine=1, rng=0).fit()
+    s = ScoreBasedSampler(target, warp=ExpTransform(), n_steps=40, degree=15, refine=1, rng=0).fit()
     est = s.log_Z(20000, rng=1)
     assert abs(est.value - target.log_Z) < 5 * est.stderr + 0.01
     assert est.ess > 0.5
@@ -172,7 +172,7 @@ def test_sampler_maps_design_samples_into_the_warped_coordinates():
     target = gaussian([0.0], [25.0])
     x = target.sample(3000, rng=0)
     T = SinhTransform(0.5)
-    s = ScoreBasedSampler(target, transform=T, design_samples=x, n_steps=20, degree=15, refine=0, rng=0).fit()
+    s = ScoreBasedSampler(target, warp=T, design_samples=x, n_steps=20, degree=15, refine=0, rng=0).fit()
     u = T.inverse(x)
     box = s.solution_.box[0]
     assert box[0] <= np.quantile(u, 0.001) and box[1] >= np.quantile(u, 0.999)
@@ -191,8 +191,8 @@ def test_funnel_with_sinh_warp_beats_the_published_baselines():
     # Neal's funnel d = 10 (sigma = 3): without the warp the sampler never enters the neck and |dlog Z| is
     # about 0.5 (DDS 0.42, PIS 0.53 published); warping x_1..x_9 with width 0.3 gave -0.05 to -0.18 (rng 0-3)
     t = funnel(10)
-    s = ScoreBasedSampler(t, transform=SinhTransform(0.3, dims=slice(1, None)), design_mix=(1.0, 0.0, 0.0),
-                          n_steps=50, refine=1, terminal="cross", rng=0).fit()
+    s = ScoreBasedSampler(t, warp=SinhTransform(0.3, dims=slice(1, None)), n_steps=50, refine=1, rng=0,
+                          options=dict(design_mix=(1.0, 0.0, 0.0), terminal="cross")).fit()
     est = s.log_Z(10000, rng=1)
     assert abs(est.value - t.log_Z) < 0.3
     assert t.log_Z - est.elbo < 3.0

@@ -13,14 +13,14 @@ from numtk.sampling._transforms import SinhTransform
 # (label, factory, sampler keyword arguments); quick runs use the first rows only
 _CASES = [
     ("mixture 1-D (callable)", "mixture1d", dict(n_steps=60, degree=31, refine=1)),
-    ("gaussian d=4 (rotated)", "gauss4", dict(n_steps=40, degree=15, refine=1, terminal="cross")),
+    ("gaussian d=4 (rotated)", "gauss4", dict(n_steps=40, degree=15, refine=1, options=dict(terminal="cross"))),
     ("double-well d=2", "dw2", dict(n_steps=60, degree=31, refine=1)),
     ("many-well d=4", "mw4", dict(n_steps=100, degree=31, refine=1)),
     ("25-GMM d=2", "25gmm", dict(n_steps=100, degree=63, refine=1)),
-    ("funnel d=10", "funnel10", dict(n_steps=50, refine=1, design_mix=(1.0, 0.0, 0.0), terminal="cross")),
-    ("funnel d=10, sinh warp", "funnel10", dict(n_steps=50, refine=1, design_mix=(1.0, 0.0, 0.0), terminal="cross",
-                                                 degree=47, n_paths=8000,
-                                                 transform=SinhTransform(0.3, dims=slice(1, None)))),
+    ("funnel d=10", "funnel10", dict(n_steps=50, refine=1, options=dict(design_mix=(1.0, 0.0, 0.0), terminal="cross"))),
+    ("funnel d=10, sinh warp", "funnel10", dict(n_steps=50, refine=1, degree=47, n_paths=8000,
+                                                 warp=SinhTransform(0.3, dims=slice(1, None)),
+                                                 options=dict(design_mix=(1.0, 0.0, 0.0), terminal="cross"))),
 ]
 
 
