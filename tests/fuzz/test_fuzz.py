@@ -160,20 +160,9 @@ def test_the_constraint_vocabulary_is_the_catalogue():
     assert all(INVALID[c] for c in CATEGORIES if c != "any"), "every category but 'any' has invalid values"
 
 
-# Callables whose declarations are still being written (issue 18 is open for them): allowed to be
-# undeclared, not required to be; remove a name once its declaration lands.
-PENDING = {f"numtk.seriation.{f}" for f in ("stage", "spectral_seriation", "recanati_seriation", "ltsa_seriation",
-                                             "tsne_seriation", "umap_seriation", "recovery_bound", "make_curve",
-                                             "order_agreement")} | {
-    f"numtk.sampling.{f}" for f in ("solve_hjb", "time_grid", "value_function", "ScoreBasedSampler",
-                                    "ScoreBasedSampler.ess", "ScoreBasedSampler.log_Z", "ScoreBasedSampler.sample")}
-
-
 def test_every_public_callable_declares_its_parameters():
     problems = []
     for name, obj in _public_callables().items():
-        if name in PENDING and not _declaration(obj)[0]:
-            continue
         decl, named = _declaration(obj)
         missing = [p for p in named if p not in decl]
         extra = [p for p in decl if p not in named and not p.startswith("options.")]
