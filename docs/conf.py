@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import numtk
+
+# docs/_ext: numtk_demo_figures, the ``.. numtk-demo-figure:: NAME`` directive that draws the tutorials'
+# figures from the demos' code during the build (nothing is committed as a PNG).
+sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 
 # -- Project -------------------------------------------------------------------------------------
 
@@ -32,6 +37,7 @@ extensions = [
     "sphinx.ext.doctest",
     "sphinx.ext.mathjax",
     "numpydoc",
+    "numtk_demo_figures",
 ]
 
 root_doc = "index"

@@ -1,0 +1,160 @@
+"""Sphinx extension: the tutorials' figures are drawn by the documentation build from the demos' code.
+
+Usage in a page::
+
+    .. numtk-demo-figure:: psro
+       :alt: Population Exploitability against population size ...
+
+       An optional caption.
+
+The argument is a demonstration of numtk's registry of areas (``numtk._lib._registry``, the list behind
+``python -m numtk demo NAME``). The directive finds the demo's module through the registry, draws its
+figure with the small settings of :data:`FIGURES` and writes the PNG under the build's doctree directory
+(outside the source tree; the HTML builder copies it into ``_images/``). It accepts the options of
+``.. figure::``; a caption given in the page is followed by one sentence stating the settings. Nothing is
+committed: a change to a demo's plotting code shows in the next build.
+
+The settings are the smallest that still show what the tutorial describes, so that the build
+(``sphinx-build -W -b html docs OUT``, run by CI) stays fast: a few seconds per figure. Drawing needs
+matplotlib (in the ``docs`` extra).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from docutils import nodes
+from docutils.parsers.rst.directives.images import Figure
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+
+def _silent(*args: Any, **kwargs: Any) -> None:
+    """The demos' ``out``: their printed tables are not wanted in the build log."""
+
+
+def _psro(demo, path: str) -> None:
+    # the demo itself, at its quick setting (the --plot of `python -m numtk demo psro`)
+    demo.run(quick=True, out=_silent, plot=path)
+
+
+def _stage(demo, path: str) -> None:
+    # the panels of the demo's figure (stage and spectral seriation on the two synthetic curves, stage on two
+    # krumsiek11 lineages), at n = 1000 points per curve instead of the demo's 2000, without the Recanati
+    # baseline, which the figure does not show; drawn by the demo's plot_orders
+    from numtk.datasets import load_krumsiek11
+    from numtk.seriation import make_curve, order_agreement, spectral_seriation, stage
+
+    n = 1000
+    panels = []
+    for name, (X, t) in (("helix, d=50, noise 0.05", make_curve("helix", n, 50, noise=0.05, rng=0)),
+                         ("random_fourier, d=100, noise 0.02",
+                          make_curve("random_fourier", n, 100, noise=0.02, rng=1))):
+        for label, method in (("stage", stage), ("spectral_seriation", spectral_seriation)):
+            order = method(X).order
+            panels.append((f"{label}: {name}", t, order, order_agreement(order, t)))
+    data = load_krumsiek11()
+    for lineage in ("Mo", "Neu"):
+        keep = data.fate == lineage
+        order = stage(data.X[keep], n_neighbors=10).order
+        panels.append((f"stage: krumsiek11 {lineage} lineage", data.step[keep], order,
+                       order_agreement(order, data.step[keep])))
+    demo.plot_orders(panels, path)
+
+
+def _counterfactual(demo, path: str) -> None:
+    # the demo's figure as it is (one synthetic_2d group; translation, diagonal and symmetric maps, K = 2);
+    # the symmetric (psd) map is an SDP solved through cvxpy: without cvxpy the figure shows the two others
+    from numtk._lib._optional import has_module
+
+    families = (("translation", None), ("diagonal", 2.0))
+    if has_module("cvxpy"):
+        families += (("psd", 2.0),)
+    else:
+        logger.info("numtk-demo-figure counterfactual: cvxpy is not installed, the psd panel is left out")
+    demo.plot_synthetic(path, families=families)
+
+
+@dataclass(frozen=True)
+class DemoFigure:
+    """How the docs draw one demo's figure."""
+
+    #: draw(demo module, png path)
+    draw: Callable[[Any, str], None]
+    #: the demo module's functions that ``draw`` calls (tests/test_docs_figures.py checks that they exist)
+    uses: tuple[str, ...]
+    #: the settings, stated under the figure
+    settings: str
+
+
+FIGURES: dict[str, DemoFigure] = {
+    "psro": DemoFigure(_psro, ("run",),
+                       "five PSRO variants (PSRO with the Nash and the uniform meta-solver, PSRO-rN, anytime PSRO, "
+                       "Global PSRO) to 12 policies on Kuhn and on Leduc poker, as ``python -m numtk demo psro "
+                       "--plot FILE`` draws them; ``--full`` goes to 30 policies on Leduc"),
+    "stage": DemoFigure(_stage, ("plot_orders",),
+                        "1000 points per synthetic curve (``python -m numtk demo stage`` uses 2000) and the Mo and "
+                        "Neu lineages of krumsiek11"),
+    "counterfactual": DemoFigure(_counterfactual, ("plot_synthetic",),
+                                 "one ``synthetic_2d`` group, as ``python -m numtk demo counterfactual --plot FILE`` "
+                                 "draws it"),
+}
+
+
+def demo_module(name: str):
+    """The module of demonstration ``name``, found through numtk's registry of areas."""
+    from numtk._lib._registry import demos
+
+    registered = demos()
+    if name not in registered:
+        raise KeyError(f"{name!r} is not a demonstration of numtk's registry ({', '.join(sorted(registered))})")
+    return importlib.import_module(registered[name].entry.partition(":")[0])
+
+
+def draw(name: str, path: str | os.PathLike) -> Path:
+    """Draw demo ``name``'s figure into ``path`` (a PNG) with the settings of :data:`FIGURES`."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    FIGURES[name].draw(demo_module(name), str(path))
+    return path
+
+
+class DemoFigureDirective(Figure):
+    """``.. numtk-demo-figure:: NAME``: a ``figure`` whose image is drawn now from demo NAME's code."""
+
+    required_arguments = 1
+    optional_arguments = 0
+    final_argument_whitespace = False
+    option_spec = dict(Figure.option_spec)
+    has_content = True
+
+    def run(self) -> list[nodes.Node]:
+        name = self.arguments[0]
+        if name not in FIGURES:
+            raise self.error(f"numtk-demo-figure: no figure for {name!r}; known: {', '.join(sorted(FIGURES))}")
+        env = self.state.document.settings.env
+        out = Path(env.doctreedir) / "numtk-demo-figures" / f"{name}.png"
+        try:
+            draw(name, out)
+        except Exception as exc:  # reported at the directive, which fails a -W build
+            raise self.error(f"numtk-demo-figure {name}: drawing failed: {type(exc).__name__}: {exc}") from exc
+        here = Path(env.srcdir) / Path(env.docname).parent
+        self.arguments = [Path(os.path.relpath(out, here)).as_posix()]
+        note = f"Drawn by the documentation build from the demo's code: {FIGURES[name].settings}."
+        if self.content:
+            self.content.append("", "numtk-demo-figure", 0)
+        self.content.append(note, "numtk-demo-figure", 0)
+        return super().run()
+
+
+def setup(app) -> dict[str, Any]:
+    app.add_directive("numtk-demo-figure", DemoFigureDirective)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
