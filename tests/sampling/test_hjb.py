@@ -348,7 +348,7 @@ def test_validation():
 
 @pytest.mark.parametrize("with_grad", [True, False])
 def test_mcmc_pilot_reaches_the_target(with_grad):
-    from numtk.sampling._hjb_bsde import _Preconditioned, _box, _mcmc_pilot
+    from numtk.sampling._bsde_design import _Preconditioned, _box, _mcmc_pilot
 
     mean, var = np.array([1.0, -0.5, 0.0]), np.array([0.5, 2.0, 1.0])
     target = gaussian(mean=mean, cov=var)
@@ -375,7 +375,7 @@ def test_broad_and_mcmc_pilots_both_solve_a_bimodal_target():
 
 
 def test_design_uniform_layer_redraws_few_coordinates():
-    from numtk.sampling._hjb_bsde import _UNIFORM_COORDS, _design
+    from numtk.sampling._bsde_design import _UNIFORM_COORDS, _design
 
     d, M = 32, 2000
     box = np.tile([-5.0, 5.0], (d, 1))

@@ -54,15 +54,16 @@ Metrics
    mmd                -- squared maximum mean discrepancy.
 """
 
-from numtk.sampling._hermite_ou import HermiteOUSolution, hermite_solution
-from numtk.sampling._hjb_bsde import solve_hjb, time_grid, value_function
-from numtk.sampling._metrics import log_Z_error, mmd, sinkhorn_distance, w2
-from numtk.sampling._sampler import ScoreBasedSampler
 from numtk.sampling._funnel import funnel
 from numtk.sampling._gaussian_mixture import gaussian, gaussian_mixture
+from numtk.sampling._hermite_ou import HermiteOUSolution, hermite_solution
+from numtk.sampling._hjb_bsde import solve_hjb, time_grid
+from numtk.sampling._metrics import log_Z_error, mmd, sinkhorn_distance, w2
 from numtk.sampling._product_targets import double_well, many_well
+from numtk.sampling._sampler import ScoreBasedSampler
 from numtk.sampling._target import Target, as_target
 from numtk.sampling._transforms import ExpTransform, SinhTransform, Transform, transform_target
+from numtk.sampling._value_function import value_function
 
 __all__ = [
     "Target", "as_target", "gaussian", "gaussian_mixture", "funnel", "many_well", "double_well",

@@ -206,7 +206,8 @@ class ScoreBasedSampler(Estimator):
         -------
         self : ScoreBasedSampler
         """
-        from numtk.sampling._hjb_bsde import _Preconditioned, solve_hjb
+        from numtk.sampling._bsde_design import _Preconditioned
+        from numtk.sampling._hjb_bsde import solve_hjb
         from numtk.sampling._target import Target, as_target
         from numtk.sampling._transforms import Transform, transform_target
 
