@@ -242,7 +242,7 @@ def solve_hjb(target: Any, *, T: float = 5.0, n_steps: int = 100, grading: float
     progress : bool, default False
         A tqdm bar over the time steps.
     callback : callable, optional
-        ``callback(intermediate_result)`` after each time step ('bsde'), with a :class:`~numtk._lib.Result`
+        ``callback(intermediate_result)`` after each time step ('bsde'), with a ``Result``
         holding ``n_iter`` (time steps fitted so far, over all rounds), ``round``, ``step`` (n), ``t``,
         ``W`` (the step's fit ``W_n``), ``rmse`` (its regression RMSE) and ``diagnostics`` (the step's
         entry). Raise ``StopIteration`` to stop: the pass ends, the steps not reached are ``None``,

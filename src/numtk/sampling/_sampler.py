@@ -351,6 +351,11 @@ class ScoreBasedSampler(Estimator):
             Number of paths.
         rng : {None, int, numpy.random.Generator}, optional
             Randomness of the paths.
+
+        Returns
+        -------
+        ess : float
+            ``log_Z(n, rng=rng).ess``.
         """
         return float(self.log_Z(n, rng=rng).ess)
 
