@@ -136,17 +136,12 @@ def _value_function():
 
 
 def _sampler_ctor():
-    """The estimator checks its parameters in fit (scikit-learn's convention): construct and fit. The
-    function stands for the class: ``__func__`` tells test_fuzz which callable it fuzzes, and it carries
-    the class's declared constraints."""
-    from numtk._lib._constraints import declared_constraints
+    """The estimator checks its parameters in fit (scikit-learn's convention): construct and fit."""
     from numtk.sampling import ScoreBasedSampler, gaussian
 
     def build_and_fit(target, **kw):
         return ScoreBasedSampler(target, **kw).fit().times_
 
-    build_and_fit.__func__ = ScoreBasedSampler
-    build_and_fit.__numtk_constraints__ = declared_constraints(ScoreBasedSampler)
     return build_and_fit, (gaussian([0.0], [1.0]),), dict(_TINY)
 
 
