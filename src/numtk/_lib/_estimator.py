@@ -75,7 +75,28 @@ class Estimator:
         return f"{type(self).__name__}({', '.join(shown)})"
 
 
-def check_is_fitted(estimator: Any, attribute: str) -> None:
-    """Raise :class:`NotFittedError` unless ``estimator`` has ``attribute`` (set by ``fit``)."""
+def check_is_fitted(estimator: Any, attribute: str, hint: str = "call fit first") -> None:
+    """Raise :class:`NotFittedError` unless ``estimator`` has ``attribute`` (set by ``fit``).
+
+    The error raised is also scikit-learn's ``sklearn.exceptions.NotFittedError`` (its estimator checks
+    and users catch that class); scikit-learn is imported only when the error is raised.
+    """
     if not hasattr(estimator, attribute):
-        raise NotFittedError(f"this {type(estimator).__name__} is not fitted yet; call fit first")
+        raise _not_fitted_error()(f"this {type(estimator).__name__} is not fitted yet; {hint}")
+
+
+_NOT_FITTED: list[type] = []
+
+
+def _not_fitted_error() -> type:
+    """numtk's NotFittedError joined with scikit-learn's (built once, on the first error)."""
+    if not _NOT_FITTED:
+        try:
+            from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+        except ImportError:  # pragma: no cover - scikit-learn is a required dependency
+            _NOT_FITTED.append(NotFittedError)
+        else:
+            _NOT_FITTED.append(type("NotFittedError", (NotFittedError, SklearnNotFittedError),
+                                    {"__module__": __name__, "__qualname__": "NotFittedError",
+                                     "__doc__": NotFittedError.__doc__}))
+    return _NOT_FITTED[0]

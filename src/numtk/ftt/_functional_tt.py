@@ -9,7 +9,7 @@ import numpy as np
 
 from numtk._lib import n_threads, normalize_rng, single_blas_thread
 from numtk._lib._constraints import constraints
-from numtk._lib._estimator import Estimator, NotFittedError
+from numtk._lib._estimator import Estimator, check_is_fitted
 from numtk._lib._validation import (as_array, check_bool, check_callback, check_finite, check_int, check_option,
                                      check_real, per_coordinate)
 from numtk.ftt import _basis
@@ -991,27 +991,8 @@ class FunctionalTT(Estimator):
 
 
 def _check_fitted(est: FunctionalTT) -> None:
-    """Raise NotFittedError unless ``est`` is fitted: numtk's class, which is also scikit-learn's (its
-    estimator checks and users catch ``sklearn.exceptions.NotFittedError``)."""
-    if not hasattr(est, "cores_"):
-        raise _not_fitted_error()(f"this {type(est).__name__} is not fitted yet; call fit or from_cores first")
-
-
-_NOT_FITTED = []
-
-
-def _not_fitted_error() -> type:
-    """numtk's NotFittedError joined with scikit-learn's (imported here, when an error is raised)."""
-    if not _NOT_FITTED:
-        try:
-            from sklearn.exceptions import NotFittedError as SklearnNotFittedError
-        except ImportError:  # pragma: no cover - scikit-learn is a required dependency
-            _NOT_FITTED.append(NotFittedError)
-        else:
-            _NOT_FITTED.append(type("NotFittedError", (NotFittedError, SklearnNotFittedError),
-                                    {"__module__": __name__, "__qualname__": "NotFittedError",
-                                     "__doc__": NotFittedError.__doc__}))
-    return _NOT_FITTED[0]
+    """Raise NotFittedError (numtk's, also scikit-learn's) unless ``est`` is fitted."""
+    check_is_fitted(est, "cores_", "call fit or from_cores first")
 
 
 def _round_cores(cores, bases, tol, caps):
