@@ -33,9 +33,13 @@ def _built_extensions() -> set[str]:
         for mod in re.findall(r"py\.extension_module\(\s*'([^']+)'", build.read_text(encoding="utf-8")):
             package = ".".join(("numtk",) + build.parent.relative_to(SRC).parts)
             names.add(f"{package}.{mod}")
+    # EXTENSION_SUFFIXES runs from the most specific ('.cpython-311-x86_64-linux-gnu.so') to the plainest
+    # ('.so'): a file's module name is its name less the first suffix it ends with
+    suffixes = importlib.machinery.EXTENSION_SUFFIXES
     for root in map(Path, numtk.__path__):
-        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-            for path in root.rglob(f"*{suffix}"):
+        for path in root.rglob("*"):
+            suffix = next((s for s in suffixes if path.name.endswith(s)), None)
+            if suffix is not None and path.is_file():
                 rel = path.relative_to(root).parts
                 names.add(".".join(("numtk",) + rel[:-1] + (path.name[: -len(suffix)],)))
     return names

@@ -27,11 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from docutils import nodes
-from docutils.parsers.rst.directives.images import Figure
-from sphinx.util import logging
+# docutils and sphinx are imported where the directive is made (in setup), so that the table of figures
+# below can be read (by the tests) where only the test extras are installed
+_logger = None
 
-logger = logging.getLogger(__name__)
+
+def _log(message: str) -> None:
+    global _logger
+    if _logger is None:
+        from sphinx.util import logging
+
+        _logger = logging.getLogger(__name__)
+    _logger.info(message)
 
 
 def _silent(*args: Any, **kwargs: Any) -> None:
@@ -76,7 +83,7 @@ def _counterfactual(demo, path: str) -> None:
     if has_module("cvxpy"):
         families += (("psd", 2.0),)
     else:
-        logger.info("numtk-demo-figure counterfactual: cvxpy is not installed, the psd panel is left out")
+        _log("numtk-demo-figure counterfactual: cvxpy is not installed, the psd panel is left out")
     demo.plot_synthetic(path, families=families)
 
 
@@ -127,34 +134,41 @@ def draw(name: str, path: str | os.PathLike) -> Path:
     return path
 
 
-class DemoFigureDirective(Figure):
-    """``.. numtk-demo-figure:: NAME``: a ``figure`` whose image is drawn now from demo NAME's code."""
+def _directive_class():
+    """The class of ``.. numtk-demo-figure::`` (made here, where docutils is imported)."""
+    from docutils import nodes
+    from docutils.parsers.rst.directives.images import Figure
 
-    required_arguments = 1
-    optional_arguments = 0
-    final_argument_whitespace = False
-    option_spec = dict(Figure.option_spec)
-    has_content = True
+    class DemoFigureDirective(Figure):
+        """``.. numtk-demo-figure:: NAME``: a ``figure`` whose image is drawn now from demo NAME's code."""
 
-    def run(self) -> list[nodes.Node]:
-        name = self.arguments[0]
-        if name not in FIGURES:
-            raise self.error(f"numtk-demo-figure: no figure for {name!r}; known: {', '.join(sorted(FIGURES))}")
-        env = self.state.document.settings.env
-        out = Path(env.doctreedir) / "numtk-demo-figures" / f"{name}.png"
-        try:
-            draw(name, out)
-        except Exception as exc:  # reported at the directive, which fails a -W build
-            raise self.error(f"numtk-demo-figure {name}: drawing failed: {type(exc).__name__}: {exc}") from exc
-        here = Path(env.srcdir) / Path(env.docname).parent
-        self.arguments = [Path(os.path.relpath(out, here)).as_posix()]
-        note = f"Drawn by the documentation build from the demo's code: {FIGURES[name].settings}."
-        if self.content:
-            self.content.append("", "numtk-demo-figure", 0)
-        self.content.append(note, "numtk-demo-figure", 0)
-        return super().run()
+        required_arguments = 1
+        optional_arguments = 0
+        final_argument_whitespace = False
+        option_spec = dict(Figure.option_spec)
+        has_content = True
+
+        def run(self) -> list[nodes.Node]:
+            name = self.arguments[0]
+            if name not in FIGURES:
+                raise self.error(f"numtk-demo-figure: no figure for {name!r}; known: {', '.join(sorted(FIGURES))}")
+            env = self.state.document.settings.env
+            out = Path(env.doctreedir) / "numtk-demo-figures" / f"{name}.png"
+            try:
+                draw(name, out)
+            except Exception as exc:  # reported at the directive, which fails a -W build
+                raise self.error(f"numtk-demo-figure {name}: drawing failed: {type(exc).__name__}: {exc}") from exc
+            here = Path(env.srcdir) / Path(env.docname).parent
+            self.arguments = [Path(os.path.relpath(out, here)).as_posix()]
+            note = f"Drawn by the documentation build from the demo's code: {FIGURES[name].settings}."
+            if self.content:
+                self.content.append("", "numtk-demo-figure", 0)
+            self.content.append(note, "numtk-demo-figure", 0)
+            return super().run()
+
+    return DemoFigureDirective
 
 
 def setup(app) -> dict[str, Any]:
-    app.add_directive("numtk-demo-figure", DemoFigureDirective)
+    app.add_directive("numtk-demo-figure", _directive_class())
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
