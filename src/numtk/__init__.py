@@ -12,6 +12,7 @@ imports no optional dependency.
 ``numtk.ftt``              functional tensor trains: low-rank regression, derivatives, integrals
 ``numtk.sampling``         the HJB/BSDE score-based sampler, target densities, metrics
 ``numtk.datasets``         small shipped datasets with their licences
+``numtk.moe``              expert-parallel load balancing (LLEP), its baselines, optimum, simulator
 =========================  ==========================================================
 """
 
@@ -21,7 +22,7 @@ import importlib
 from typing import Any
 
 # Areas that exist (later areas add themselves here as they land).
-submodules = ["stats", "seriation", "counterfactual", "games", "ftt", "sampling", "datasets"]
+submodules = ["stats", "seriation", "counterfactual", "games", "ftt", "sampling", "datasets", "moe"]
 
 __all__ = submodules + ["__version__", "show_config"]
 

@@ -136,6 +136,10 @@ AREAS: tuple[Area, ...] = (
         ),
     ),
     Area("datasets"),
+    Area(
+        "moe",
+        compiled=("numtk.moe._moe_ext",),
+    ),
 )
 
 

@@ -1,0 +1,45 @@
+"""
+Mixture-of-experts systems (:mod:`numtk.moe`)
+=============================================
+
+.. currentmodule:: numtk.moe
+
+Least-loaded expert parallelism (LLEP; Nguyen et al., ICML 2026): per layer and per step, spill the routing
+slots of overloaded experts, with a copy of their weights, to the least-loaded devices; its baselines
+(standard expert parallelism, DeepSeek's EPLB), an exact MILP optimum, a latency and memory simulator, an
+executor that carries a plan out, and synthetic routing-load generators.
+
+Planning
+--------
+
+.. autosummary::
+   :toctree: generated/
+
+   llep_plan         -- the least-loaded assignment (compiled), with its imbalance gate and memory limit.
+   standard_ep_plan  -- every expert's tokens on its native device.
+   eplb_rebalance    -- DeepSeek's EPLB: replicas and their placement from historical loads.
+   optimal_plan      -- the exact optimum by a lexicographic MILP (HiGHS).
+
+Simulation and execution
+------------------------
+
+.. autosummary::
+   :toctree: generated/
+
+   simulate_ep  -- per-device latency and peak memory of a plan under a cost model.
+   moe_forward  -- an MoE layer computed by a plan's chunks on simulated devices (NumPy).
+
+Routing loads
+-------------
+
+.. autosummary::
+   :toctree: generated/
+
+   hot_expert_loads  -- a few hot experts take a given share of the routing slots.
+   zipf_loads        -- multinomial loads with Zipf popularities.
+   dirichlet_loads   -- multinomial loads with Dirichlet popularities, optionally drifting.
+"""
+
+# Each room adds its public names here as it lands.
+
+__all__: list[str] = []

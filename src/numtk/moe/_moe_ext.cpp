@@ -1,0 +1,11 @@
+// pybind11 module of numtk.moe: the kernels in native/include/numtk/moe/, registered by room.
+#include <pybind11/pybind11.h>
+
+namespace py = pybind11;
+
+void bind_llep(py::module_& m);  // _llep_bind.cpp: the least-loaded expert-parallel planner
+
+PYBIND11_MODULE(_moe_ext, m) {
+    m.doc() = "Compiled kernels of numtk.moe (private).";
+    bind_llep(m);
+}

@@ -1,0 +1,207 @@
+"""What every expert-parallel plan of numtk.moe shares: the checks of ``loads``, ``placement`` and the memory
+arguments, the lower bounds, and the plan :class:`~numtk._lib.Result` built from a list of chunks.
+
+A plan of N experts on P devices is a list of chunks ``(expert, device, start, stop)``: device ``device``
+computes the routing slots ``[start, stop)`` of expert ``expert``'s ``loads[expert]`` slots. The chunks of an
+expert tile ``[0, loads[expert])``. Everything else of the plan Result (the dense assignment, the unique
+weight transfers, the device loads, the peak memory) follows from the chunks and the placement, here, in one
+place, for :func:`~numtk.moe.llep_plan`, :func:`~numtk.moe.standard_ep_plan` and
+:func:`~numtk.moe.optimal_plan`.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from numtk._lib import Result
+from numtk._lib._validation import as_array, check_int, check_real
+
+__all__ = ["as_loads", "as_placement", "check_memory", "lower_bound", "max_foreign_from_bytes",
+           "plan_result", "standard_chunks", "imbalance_ratio"]
+
+#: loads and chunk offsets stay below this, so that sums over experts cannot overflow int64
+MAX_TOTAL = 2**62
+
+
+def as_loads(loads: Any, name: str = "loads", *, batch: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """``loads`` as int64 routing-slot counts.
+
+    One layer: (N,) or (N, S) per source device. With ``batch=True`` also (L, N) for L layers (then the
+    per-source form is (L, N, S)). Returns ``(totals, per_source)``: the counts summed over sources,
+    (N,) or (L, N), and the per-source counts or None. Floats with integral values are accepted; negative,
+    fractional, non-finite or boolean entries are refused with a ValueError (TypeError for booleans).
+    """
+    arr = as_array(loads, name, kinds="iuf")
+    ndims = (1, 2, 3) if batch else (1, 2)
+    if arr.ndim not in ndims:
+        shapes = "(N,), (N, S), (L, N) or (L, N, S)" if batch else "(N,) or (N, S)"
+        raise ValueError(f"`{name}` must have shape {shapes}; got an array of shape {arr.shape}")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"`{name}` must be finite")
+        if np.any(arr != np.floor(arr)):
+            raise ValueError(f"`{name}` must hold whole numbers of routing slots; got fractional values")
+        if arr.size and np.max(np.abs(arr)) >= MAX_TOTAL:
+            raise ValueError(f"`{name}` must be below 2**62")
+    if arr.size and arr.min() < 0:
+        raise ValueError(f"`{name}` must be non-negative")
+    if arr.dtype.kind == "u" and arr.size and arr.max() >= MAX_TOTAL:
+        raise ValueError(f"`{name}` must be below 2**62")
+    arr = arr.astype(np.int64, copy=False)
+    per_source = None
+    if batch:
+        # (N,) -> one layer; (N, S) is ambiguous with (L, N): a batch is 2-D, per-source data of a batch 3-D
+        if arr.ndim == 3:
+            per_source, arr = arr, arr.sum(axis=2)
+    elif arr.ndim == 2:
+        per_source, arr = arr, arr.sum(axis=1)
+    if arr.shape[-1] < 1:
+        raise ValueError(f"`{name}` must hold at least one expert")
+    if arr.size and int(arr.sum(axis=-1).max()) >= MAX_TOTAL:
+        raise ValueError(f"the total of `{name}` must be below 2**62")
+    return np.ascontiguousarray(arr), per_source
+
+
+def as_placement(placement: Any, num_experts: int, num_devices: Any = None) -> tuple[np.ndarray, int]:
+    """``placement`` as (pi, P): the native device of each expert, int64 (N,), and the device count.
+
+    ``placement`` is an int P (contiguous blocks ``pi[e] = e * P // N``, which needs ``N % P == 0``) or an
+    integer array (N,) of device ids in [0, P). ``num_devices`` sets P when some devices host no expert
+    (default: ``max(placement) + 1`` for an array).
+    """
+    if num_devices is not None:
+        num_devices = check_int(num_devices, "num_devices", minimum=1, maximum=2**31 - 1)
+    if isinstance(placement, (bool, np.bool_)):
+        raise TypeError("`placement` must be an int (a device count) or an array of device ids; got a bool")
+    if np.ndim(placement) == 0 and not isinstance(placement, (str, bytes)):
+        try:
+            count = operator.index(placement)
+        except TypeError:
+            raise TypeError("`placement` must be an int (a device count) or an integer array of device ids; "
+                            f"got {type(placement).__name__}") from None
+        if count < 1 or count > 2**31 - 1:
+            raise ValueError(f"`placement` as a device count must be >= 1; got {count}")
+        if num_experts % count:
+            raise ValueError(f"`placement` = {count} devices needs the number of experts ({num_experts}) to be "
+                             "a multiple of it (contiguous blocks); pass an array of device ids instead")
+        if num_devices is not None and num_devices < count:
+            raise ValueError(f"`num_devices` ({num_devices}) must be at least the device count of `placement` "
+                             f"({count})")
+        pi = np.arange(num_experts, dtype=np.int64) * count // num_experts
+        return pi, (count if num_devices is None else num_devices)
+    arr = as_array(placement, "placement", ndim=1, kinds="iu")
+    if arr.shape[0] != num_experts:
+        raise ValueError(f"`placement` must hold one device id per expert ({num_experts}); got {arr.shape[0]}")
+    if arr.size and arr.min() < 0:
+        raise ValueError("`placement` must hold device ids >= 0")
+    top = int(arr.max()) + 1 if arr.size else 1
+    if num_devices is None:
+        if top > 2**31 - 1:
+            raise ValueError("`placement` holds a device id beyond 2**31 - 2")
+        num_devices = top
+    elif top > num_devices:
+        raise ValueError(f"`placement` holds device id {top - 1}, not below `num_devices` = {num_devices}")
+    return np.ascontiguousarray(arr, dtype=np.int64), int(num_devices)
+
+
+def check_memory(memory_limit: Any, expert_bytes: Any, token_bytes: Any, P: int,
+                 ) -> tuple[np.ndarray | None, float | None, float]:
+    """The memory arguments: ``memory_limit`` (bytes per device, scalar or (P,), or None), ``expert_bytes``
+    (the weights of one expert; required with a limit) and ``token_bytes`` (activations per routed slot)."""
+    token_bytes = check_real(token_bytes, "token_bytes", low=0.0)
+    if expert_bytes is not None:
+        expert_bytes = check_real(expert_bytes, "expert_bytes", low=0.0)
+    if memory_limit is None:
+        return None, expert_bytes, token_bytes
+    if expert_bytes is None:
+        raise ValueError("`expert_bytes` is needed with `memory_limit` (the bytes of one expert's weights)")
+    limit = as_array(memory_limit, "memory_limit", kinds="iuf").astype(np.float64)
+    if limit.ndim == 0:
+        limit = np.full(P, float(limit))
+    if limit.shape != (P,):
+        raise ValueError(f"`memory_limit` must be a number or an array of one limit per device ({P}); "
+                         f"got shape {limit.shape}")
+    if not np.all(np.isfinite(limit)) or np.any(limit < 0):
+        raise ValueError("`memory_limit` must be finite and non-negative")
+    return limit, expert_bytes, token_bytes
+
+
+def max_foreign_from_bytes(memory_limit: np.ndarray, expert_bytes: float, pi: np.ndarray, P: int) -> np.ndarray:
+    """F_p = floor((memory_limit_p - native_bytes_p) / expert_bytes), the foreign experts a device could hold
+    with no tokens (valid for a lower bound); a device over its limit with its own experts gets 0."""
+    native = np.bincount(pi, minlength=P).astype(np.float64) * expert_bytes
+    if expert_bytes == 0:
+        return np.full(P, np.iinfo(np.int64).max // (4 * max(P, 1)), dtype=np.int64)
+    room = np.floor((memory_limit - native) / expert_bytes)
+    return np.clip(room, 0, len(pi)).astype(np.int64)
+
+
+def lower_bound(loads: np.ndarray, P: int, max_foreign: np.ndarray | None = None) -> int:
+    """max(LB1, LB2): LB1 = ceil(T / P) (slots split freely); LB2, with at most ``max_foreign[p]`` foreign
+    experts on device p, the least z with sum_e max(ceil(l_e / z) - 1, 0) <= sum_p max_foreign[p] (every
+    expert needs ceil(l_e / z) hosts, and each host but its native one takes a foreign slot)."""
+    total = int(loads.sum())
+    lb1 = -(-total // P)
+    if max_foreign is None or total == 0:
+        return lb1
+    slots = int(np.minimum(max_foreign, len(loads)).sum())
+    positive = loads[loads > 0]
+
+    def extra_hosts(z: int) -> int:
+        return int(np.maximum(-(-positive // z) - 1, 0).sum())
+
+    lo, hi = max(lb1, 1), int(positive.max())  # extra_hosts(max l_e) == 0
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if extra_hosts(mid) <= slots:
+            hi = mid
+        else:
+            lo = mid + 1
+    return max(lb1, lo)
+
+
+def imbalance_ratio(loads: np.ndarray, pi: np.ndarray, P: int, metric: str) -> float:
+    """max / mean of the native device loads (``metric='device'``) or of the expert loads ('expert');
+    1.0 for all-zero loads."""
+    values = np.bincount(pi, weights=loads, minlength=P) if metric == "device" else loads.astype(np.float64)
+    mean = values.mean()
+    return float(values.max() / mean) if mean > 0 else 1.0
+
+
+def standard_chunks(loads: np.ndarray, pi: np.ndarray) -> np.ndarray:
+    """Standard EP: every expert's slots on its native device, one chunk per expert with load > 0."""
+    experts = np.flatnonzero(loads)
+    return np.column_stack([experts, pi[experts], np.zeros_like(experts), loads[experts]]).astype(np.int64)
+
+
+def plan_result(loads: np.ndarray, pi: np.ndarray, P: int, chunks: np.ndarray, *, method: str, capacity: int,
+                imbalance: float, forced: int, lower: int, expert_bytes: float | None, token_bytes: float,
+                memory_limit: np.ndarray | None, **extra: Any) -> Result:
+    """The plan Result of one layer from its chunk list (rows expert, device, start, stop; plan order)."""
+    N = len(loads)
+    chunks = np.asarray(chunks, dtype=np.int64).reshape(-1, 4)
+    sizes = chunks[:, 3] - chunks[:, 2]
+    assignment = np.zeros((N, P), dtype=np.int64)
+    np.add.at(assignment, (chunks[:, 0], chunks[:, 1]), sizes)
+    foreign = chunks[chunks[:, 1] != pi[chunks[:, 0]]]
+    if len(foreign):
+        _, first = np.unique(foreign[:, 0] * P + foreign[:, 1], return_index=True)
+        foreign = foreign[np.sort(first)]
+    transfers = np.column_stack([foreign[:, 0], pi[foreign[:, 0]], foreign[:, 1]]).astype(np.int64)
+    device_loads = assignment.sum(axis=0)
+    peak = None
+    feasible = True
+    if expert_bytes is not None:
+        hosted = np.bincount(pi, minlength=P) + np.bincount(transfers[:, 2], minlength=P)
+        peak = hosted * expert_bytes + device_loads * token_bytes
+        if memory_limit is not None:
+            feasible = bool(np.all(peak <= memory_limit * (1 + 1e-12)))
+    fields = dict(assignment=assignment, chunks=chunks, weight_transfers=transfers, device_loads=device_loads,
+                  max_load=int(device_loads.max()) if P else 0, lower_bound=int(lower), capacity=int(capacity),
+                  method=method, imbalance_ratio=float(imbalance), forced=int(forced), peak_memory=peak,
+                  feasible=feasible)
+    fields.update(extra)
+    return Result(**fields)
