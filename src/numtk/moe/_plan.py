@@ -180,7 +180,10 @@ def standard_chunks(loads: np.ndarray, pi: np.ndarray) -> np.ndarray:
 def plan_result(loads: np.ndarray, pi: np.ndarray, P: int, chunks: np.ndarray, *, method: str, capacity: int,
                 imbalance: float, forced: int, lower: int, expert_bytes: float | None, token_bytes: float,
                 memory_limit: np.ndarray | None, **extra: Any) -> Result:
-    """The plan Result of one layer from its chunk list (rows expert, device, start, stop; plan order)."""
+    """The plan Result of one layer from its chunk list (rows expert, device, start, stop; plan order).
+
+    The Result also keeps ``placement`` (int64 (N,), the native device of each expert): the simulator and the
+    executor need it for the weights every device holds (experts with no load included)."""
     N = len(loads)
     chunks = np.asarray(chunks, dtype=np.int64).reshape(-1, 4)
     sizes = chunks[:, 3] - chunks[:, 2]
@@ -202,6 +205,6 @@ def plan_result(loads: np.ndarray, pi: np.ndarray, P: int, chunks: np.ndarray, *
     fields = dict(assignment=assignment, chunks=chunks, weight_transfers=transfers, device_loads=device_loads,
                   max_load=int(device_loads.max()) if P else 0, lower_bound=int(lower), capacity=int(capacity),
                   method=method, imbalance_ratio=float(imbalance), forced=int(forced), peak_memory=peak,
-                  feasible=feasible)
+                  feasible=feasible, placement=np.array(pi, dtype=np.int64))
     fields.update(extra)
     return Result(**fields)
