@@ -22,7 +22,56 @@ def _loads8():
 PLANNING: list = []
 
 # --- eplb_rebalance and the load generators ---------------------------------------------------------
-EPLB_LOADS: list = []
+_EPLB_WEIGHT = [[90, 132, 40, 61, 104, 165, 39, 4, 73, 56, 183, 86],
+                [20, 107, 104, 64, 19, 197, 187, 157, 172, 86, 16, 27]]
+
+
+def _eplb():
+    return _m().eplb_rebalance, (np.array(_EPLB_WEIGHT, dtype=np.float64), 16, 4, 2, 8), {}
+
+
+def _eplb_global():
+    # 3 experts, 6 replicas on 3 GPUs of 3 nodes, one group (1 % 3 != 0: the global policy); most edge
+    # arrays of the catalogue are valid weights here
+    return _m().eplb_rebalance, (np.array([[5.0, 1.0, 3.0], [0.0, 2.0, 2.0]]), 6, 1, 3, 3), {}
+
+
+def _eplb_device_loads():
+    m = _m()
+    res = m.eplb_rebalance(np.array(_EPLB_WEIGHT, dtype=np.float64), 16, 4, 2, 8)
+    return m.eplb_device_loads, (res, np.arange(12, dtype=np.int64) * 7), {"layer": 1}
+
+
+def _hot(style):
+    def make():
+        return _m().hot_expert_loads, (8, 100), {"top_k": 2, "hot_fraction": 0.3, "num_hot": 2, "num_sources": 2,
+                                                 "style": style}
+    return make
+
+
+def _zipf():
+    return _m().zipf_loads, (8, 100), {"s": 1.2, "top_k": 2, "size": 3, "rng": 0}
+
+
+def _dirichlet():
+    return _m().dirichlet_loads, (8, 100), {"alpha": 0.5, "top_k": 2, "size": 3, "drift": 10.0, "rng": 0}
+
+
+_EPLB_ARGS = {"num_replicas": 1, "num_groups": 2, "num_nodes": 3, "num_gpus": 4}
+_GEN = {"num_experts": 0, "num_tokens": 1}
+EPLB_LOADS: list = [
+    Case("numtk.moe.eplb_rebalance", _eplb, {}, positional={"weight": 0, **_EPLB_ARGS}),
+    # np.ones(6) (not 2-D) is a valid one-layer weight of 6 experts for 6 replicas
+    Case("numtk.moe.eplb_rebalance[global]", _eplb_global, {"weight": ("array1d", "array2d")},
+         positional={"weight": 0, **_EPLB_ARGS}, skip={"weight": ("np.ones(6)",)}),
+    Case("numtk.moe.eplb_device_loads", _eplb_device_loads, {}, positional={"result": 0, "loads": 1}),
+    Case("numtk.moe.hot_expert_loads", _hot("slots"), {}, positional=_GEN),
+    Case("numtk.moe.hot_expert_loads[anchor]", _hot("anchor"),
+         {"num_experts": "count", "num_tokens": "count", "top_k": "int>=1", "hot_fraction": "prob",
+          "num_hot": "int>=1", "num_sources": "count"}, positional=_GEN),
+    Case("numtk.moe.zipf_loads", _zipf, {}, positional=_GEN),
+    Case("numtk.moe.dirichlet_loads", _dirichlet, {}, positional=_GEN),
+]
 
 # --- optimal_plan -----------------------------------------------------------------------------------
 MILP: list = []

@@ -18,6 +18,7 @@ Planning
    llep_plan         -- the least-loaded assignment (compiled), with its imbalance gate and memory limit.
    standard_ep_plan  -- every expert's tokens on its native device.
    eplb_rebalance    -- DeepSeek's EPLB: replicas and their placement from historical loads.
+   eplb_device_loads -- the GPU loads of current loads under an EPLB placement (even replica shares).
    optimal_plan      -- the exact optimum by a lexicographic MILP (HiGHS).
 
 Simulation and execution
@@ -41,5 +42,8 @@ Routing loads
 """
 
 # Each room adds its public names here as it lands.
+from numtk.moe._eplb import eplb_rebalance, eplb_device_loads
+from numtk.moe._loads import hot_expert_loads, zipf_loads, dirichlet_loads
 
-__all__: list[str] = []
+__all__: list[str] = ["eplb_rebalance", "eplb_device_loads",
+                      "hot_expert_loads", "zipf_loads", "dirichlet_loads"]
