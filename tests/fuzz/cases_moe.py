@@ -19,7 +19,34 @@ def _loads8():
 
 
 # --- planning: llep_plan, standard_ep_plan ----------------------------------------------------------
-PLANNING: list = []
+_PI8 = [0, 0, 1, 1, 2, 2, 3, 3]
+
+
+def _llep():
+    # memory-aware, so that the byte arguments reach the planner
+    return _m().llep_plan, (_loads8(), np.array(_PI8)), {"min_chunk": 4, "imbalance_threshold": None,
+                                                         "memory_limit": 40.0, "expert_bytes": 8.0,
+                                                         "token_bytes": 0.25}
+
+
+def _llep_batch():
+    # three layers of three experts (the catalogue's (6, 3) arrays are six such layers), on two threads
+    loads = np.array([[30, 2, 1], [5, 5, 5], [0, 9, 40]], dtype=np.int64)
+    return _m().llep_plan, (loads, np.array([0, 1, 1])), {"min_chunk": 2, "workers": 2}
+
+
+def _standard():
+    return _m().standard_ep_plan, (_loads8(), np.array(_PI8)), {"expert_bytes": 8.0, "token_bytes": 0.25}
+
+
+PLANNING: list = [
+    Case("numtk.moe.llep_plan", _llep, {}, positional={"loads": 0, "placement": 1}),
+    # (2, 3, 4) is a valid batch: two layers of three experts, loads given per source (summed)
+    Case("numtk.moe.llep_plan[batch]", _llep_batch, {"loads": "array2d", "workers": "workers",
+                                                      "num_devices": "count"},
+         positional={"loads": 0, "placement": 1}, skip={"loads": ("np.ones((2, 3, 4))",)}),
+    Case("numtk.moe.standard_ep_plan", _standard, {}, positional={"loads": 0, "placement": 1}),
+]
 
 # --- eplb_rebalance and the load generators ---------------------------------------------------------
 _EPLB_WEIGHT = [[90, 132, 40, 61, 104, 165, 39, 4, 73, 56, 183, 86],

@@ -42,8 +42,9 @@ Routing loads
 """
 
 # Each room adds its public names here as it lands.
+from numtk.moe._llep import llep_plan, standard_ep_plan
 from numtk.moe._eplb import eplb_rebalance, eplb_device_loads
 from numtk.moe._loads import hot_expert_loads, zipf_loads, dirichlet_loads
 
-__all__: list[str] = ["eplb_rebalance", "eplb_device_loads",
+__all__: list[str] = ["llep_plan", "standard_ep_plan", "eplb_rebalance", "eplb_device_loads",
                       "hot_expert_loads", "zipf_loads", "dirichlet_loads"]

@@ -1,1 +1,508 @@
-"""(being written)"""
+"""The least-loaded expert-parallel planner (LLEP) and the standard expert-parallel plan it falls back to.
+
+Under expert parallelism every device owns a fixed set of experts and computes every routing slot sent to
+them, so a skewed router makes one device the bottleneck. :func:`llep_plan` keeps the router's decisions and
+plans, per layer and per step, which device computes which slice of each expert's slots: the overflow of an
+overloaded expert goes, with a copy of its weights, to the least-loaded devices (Nguyen et al., ICML 2026).
+The loop runs compiled (``native/include/numtk/moe/llep_plan.hpp``); this module checks the arguments,
+applies the imbalance gate, computes the capacities exactly and builds the plan Result
+(:func:`numtk.moe._plan.plan_result`). A batch of layers is planned in one call, spread over ``workers``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from functools import partial
+from typing import Any, Callable, Union
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from numtk._lib import Result, as_map, n_threads
+from numtk._lib._constraints import constraints
+from numtk._lib._validation import as_array, check_int, check_option, check_real, check_size
+from numtk.moe import _moe_ext
+from numtk.moe._plan import (MAX_TOTAL, as_loads, as_placement, check_memory, imbalance_ratio, lower_bound,
+                             max_foreign_from_bytes, plan_result, standard_chunks)
+
+__all__ = ["llep_plan", "standard_ep_plan"]
+
+IMBALANCE_METRICS = ("device", "expert")
+
+Workers = Union[int, Callable]
+
+# Above this many int64 entries of the dense assignment (L * N * P), check the memory before planning.
+_CHECK_SIZE_FROM = 2**24
+
+
+# --------------------------------------------------------------------------------------------------
+# arguments
+# --------------------------------------------------------------------------------------------------
+def _counts(loads: Any) -> np.ndarray:
+    """``loads`` as an (L, N) or (N,) int32/int64 C-contiguous array of totals per expert.
+
+    A C-contiguous int32 or int64 array of native byte order passes through without a copy (after the
+    checks); anything else goes through :func:`numtk.moe._plan.as_loads` (int64; (L, N, S) summed over
+    sources). Totals are checked in exact integers, so that no sum wraps around.
+    """
+    if isinstance(loads, np.ndarray) and loads.dtype.kind in "iu" and loads.ndim in (1, 2, 3) and loads.size:
+        per_layer = loads.size // (loads.shape[0] if loads.ndim > 1 else 1)
+        if int(loads.max()) >= MAX_TOTAL // max(per_layer, 1):  # a sum could reach 2**62: check it exactly
+            rows = loads.reshape(1 if loads.ndim == 1 else loads.shape[0], -1)
+            if loads.min() >= 0 and max(sum(int(v) for v in row) for row in rows) >= MAX_TOTAL:
+                raise ValueError("the total of `loads` must be below 2**62")
+    if (type(loads) is np.ndarray and loads.dtype in (np.int32, np.int64) and loads.dtype.isnative
+            and loads.ndim in (1, 2) and loads.flags.c_contiguous):
+        if loads.shape[-1] < 1:
+            raise ValueError("`loads` must hold at least one expert")
+        if loads.size and loads.min() < 0:
+            raise ValueError("`loads` must be non-negative")
+        return loads
+    totals, _ = as_loads(loads, batch=True)
+    return totals
+
+
+def _layers_and_placement(loads: Any, placement: Any, num_devices: Any):
+    """(batch (L, N), single, pi, P, totals (L,)): the loads as a batch, whether one layer was given, the
+    placement, the total of each layer."""
+    totals = _counts(loads)
+    single = totals.ndim == 1
+    batch = totals.reshape(1, -1) if single else totals
+    if batch.shape[0] < 1:
+        raise ValueError("`loads` must hold at least one layer; got shape " + str(totals.shape))
+    N = batch.shape[1]
+    if isinstance(placement, (list, tuple)):
+        placement = as_array(placement, "placement")  # a ragged list: a TypeError naming `placement`
+    if isinstance(placement, np.ndarray) and placement.ndim == 1 and placement.shape[0] != N:
+        raise ValueError(f"`placement` must hold one device id per expert: `loads` has {N} experts, "
+                         f"`placement` has {placement.shape[0]} entries")
+    pi, P = as_placement(placement, N, num_devices)
+    count = batch.shape[0] * N * P
+    if count > _CHECK_SIZE_FROM:  # the dense assignment (L, N, P) int64
+        check_size(count, 16, "num_devices" if num_devices is not None else "placement")
+    return batch, single, pi, P, batch.sum(axis=1, dtype=np.int64)
+
+
+def _memory_args(memory_limit: Any, expert_bytes: Any, token_bytes: Any, N: int, totals: np.ndarray, P: int):
+    """:func:`numtk.moe._plan.check_memory`, and byte counts small enough that no peak memory (at most 2N
+    experts and a layer's total of slots on one device; only reported with ``expert_bytes``) overflows a
+    float."""
+    limit, expert_bytes, token_bytes = check_memory(memory_limit, expert_bytes, token_bytes, P)
+    most = float(totals.max())
+    if expert_bytes is not None and not np.isfinite(2.0 * N * expert_bytes):
+        raise ValueError(f"`expert_bytes` = {expert_bytes:g} is too large: the bytes of the experts on a device "
+                         "would overflow a float")
+    with np.errstate(over="ignore"):
+        if expert_bytes is not None and not np.isfinite(most * token_bytes + 2.0 * N * expert_bytes):
+            raise ValueError(f"`token_bytes` = {token_bytes:g} is too large: the activation bytes of a device "
+                             "would overflow a float")
+    return limit, expert_bytes, token_bytes
+
+
+def _capacity(total: int, P: int, alpha: float) -> int:
+    """ceil(alpha * total / P) in exact integer arithmetic (alpha is a binary float, a ratio of integers),
+    capped at 2**62: any capacity >= total keeps every expert on its native device, so the cap changes no
+    plan."""
+    num, den = alpha.as_integer_ratio()
+    return min(-(-(num * int(total)) // (den * P)), MAX_TOTAL)
+
+
+# --------------------------------------------------------------------------------------------------
+# the compiled planner, over a thread count or a map-like callable
+# --------------------------------------------------------------------------------------------------
+def _kernel(loads: np.ndarray, pi: np.ndarray, caps: np.ndarray, min_chunk: int, P: int,
+            limit: np.ndarray | None, expert_bytes: float, token_bytes: float, threads: int = 1):
+    """The compiled planner on the layers of ``loads`` (L, N): (chunks (K, 4), offsets (L + 1,), forced (L,),
+    stranded (L,) bool)."""
+    chunks, offsets, forced, stranded = _moe_ext.llep_plan_layers(
+        loads, pi, caps, min_chunk, P, limit, expert_bytes, token_bytes, threads)
+    return chunks, offsets, forced, stranded.astype(bool)
+
+
+def _run(loads: np.ndarray, pi: np.ndarray, caps: np.ndarray, min_chunk: int, P: int, limit, expert_bytes: float,
+         token_bytes: float, workers: Any):
+    """The planner on every layer of ``loads``: compiled threads for an int ``workers``, else one call per
+    layer through the map-like callable."""
+    eb = 0.0 if expert_bytes is None else float(expert_bytes)
+    if not callable(workers):
+        return _kernel(loads, pi, caps, min_chunk, P, limit, eb, float(token_bytes), workers)
+    task = partial(_kernel, pi=pi, min_chunk=min_chunk, P=P, limit=limit, expert_bytes=eb,
+                   token_bytes=float(token_bytes))
+    with as_map(workers) as mapper:
+        parts = list(mapper(_layer_task, [(task, loads[i:i + 1], caps[i:i + 1]) for i in range(len(loads))]))
+    if len(parts) != len(loads):
+        raise ValueError(f"`workers` returned {len(parts)} results for {len(loads)} layers; a map-like callable "
+                         "must return one result per item")
+    sizes = np.array([len(p[0]) for p in parts], dtype=np.int64)
+    chunks = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, 4), np.int64)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    forced = np.array([p[2][0] for p in parts], dtype=np.int64)
+    stranded = np.array([p[3][0] for p in parts], dtype=bool)
+    return chunks, offsets, forced, stranded
+
+
+def _layer_task(item):
+    task, loads, caps = item
+    return task(loads, caps=caps)
+
+
+# --------------------------------------------------------------------------------------------------
+# results
+# --------------------------------------------------------------------------------------------------
+def _stack(results: list[Result]) -> Result:
+    """One Result for a batch of layers: every field stacked along a new first axis; chunks and weight
+    transfers as rows with the layer in front."""
+    def rows(name: str, width: int) -> np.ndarray:
+        parts = [np.column_stack([np.full(len(r[name]), i, dtype=np.int64), r[name]]) for i, r in enumerate(results)]
+        return np.concatenate(parts).astype(np.int64) if parts else np.zeros((0, width), np.int64)
+
+    first = results[0]
+    fields = dict(
+        assignment=np.stack([r.assignment for r in results]),
+        chunks=rows("chunks", 5),
+        weight_transfers=rows("weight_transfers", 4),
+        device_loads=np.stack([r.device_loads for r in results]),
+        max_load=np.array([r.max_load for r in results], dtype=np.int64),
+        lower_bound=np.array([r.lower_bound for r in results], dtype=np.int64),
+        capacity=np.array([r.capacity for r in results], dtype=np.int64),
+        method=np.array([r.method for r in results], dtype=str),
+        imbalance_ratio=np.array([r.imbalance_ratio for r in results], dtype=np.float64),
+        forced=np.array([r.forced for r in results], dtype=np.int64),
+        peak_memory=None if first.peak_memory is None else np.stack([r.peak_memory for r in results]),
+        feasible=np.array([r.feasible for r in results], dtype=bool),
+        placement=first.placement,
+    )
+    return Result(**fields)
+
+
+# --------------------------------------------------------------------------------------------------
+# the public functions
+# --------------------------------------------------------------------------------------------------
+@constraints(loads="array1d", placement=("int>=1", "array1d"), capacity_factor="real>0", min_chunk="cap",
+             imbalance_threshold="real>=0", imbalance_metric="option", memory_limit=("real>=0", "array1d"),
+             expert_bytes="real>=0", token_bytes="real>=0", num_devices="count", workers="workers")
+def llep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, capacity_factor: float = 1.0,
+              min_chunk: int = 1024, imbalance_threshold: float | None = 1.3, imbalance_metric: str = "device",
+              memory_limit: Union[float, ArrayLike, None] = None, expert_bytes: float | None = None,
+              token_bytes: float = 0, num_devices: int | None = None, workers: Workers = 1) -> Result:
+    r"""Least-loaded expert-parallel plan: spill overloaded experts' routing slots to the least-loaded devices.
+
+    Experts are visited by decreasing load; each keeps on its native device what fits under the per-device
+    capacity, and the rest goes, in chunks of at least ``min_chunk`` slots (with a copy of the expert's
+    weights), to the devices with the least effective load (Nguyen et al. [1]_, Alg. 2/3). When the routing is
+    balanced (imbalance ratio below ``imbalance_threshold``) the standard expert-parallel plan is returned.
+
+    Parameters
+    ----------
+    loads : array_like of int, shape (N,), (L, N) or (L, N, S)
+        Routing slots of each of the N experts in this step (tokens times top-k, summed over source
+        devices); (L, N) plans L layers at once; (L, N, S) gives them per source device and is summed over
+        S. Non-negative integers (floats with integral values are accepted). A C-contiguous int32 or int64
+        array is planned without a copy. A single layer's per-source counts (N, S) are passed summed (or as
+        (1, N, S)): a 2-D array is a batch of layers.
+    placement : int or array_like of int, shape (N,)
+        The native device of each expert, ids in [0, P); or an int P for contiguous blocks
+        (expert e on device ``e * P // N``; needs N divisible by P).
+    capacity_factor : float, default 1.0
+        alpha > 0: the capacity of a device is ``ceil(alpha * T / P)`` slots (T the layer's total), computed
+        exactly in integers.
+    min_chunk : int, default 1024
+        The smallest chunk sent to another device, unless it is the last piece of an expert.
+    imbalance_threshold : float or None, default 1.3
+        The gate lambda: when the imbalance ratio is below it the standard plan is returned. None disables
+        the gate.
+    imbalance_metric : {'device', 'expert'}, default 'device'
+        'device': max / mean of the native device loads (the reference code's gate); 'expert': max / mean
+        of the expert loads (the paper's text).
+    memory_limit : float or array_like of float, shape (P,), optional
+        Bytes each device may hold; with it a device receives a chunk only if it still fits (Notes).
+        Needs ``expert_bytes``.
+    expert_bytes : float, optional
+        Bytes of one expert's weights. With it (and no limit) the plan reports ``peak_memory``.
+    token_bytes : float, default 0
+        Activation bytes per routed slot (``(D + H) * dtype_bytes`` matches :func:`simulate_ep`).
+    num_devices : int, optional
+        P, when some devices host no expert (default: from ``placement``).
+    workers : int or map-like callable, default 1
+        Layers of a batch are planned in parallel: an int is a number of compiled threads (-1: every core),
+        a callable with the signature of ``map`` carries one layer per item. The plans do not depend on it.
+
+    Returns
+    -------
+    Result
+        For one layer:
+
+        assignment : ndarray of int64, shape (N, P)
+            Slots of expert e computed on device p.
+        chunks : ndarray of int64, shape (K, 4)
+            Rows (expert, device, start, stop) in plan order: the device computes the slots [start, stop)
+            of the expert. The chunks of an expert tile [0, l_e); consecutive pieces of one expert on one
+            device are one chunk.
+        weight_transfers : ndarray of int64, shape (W, 3)
+            Rows (expert, src, dst), unique, in plan order: the copies of expert weights the plan needs.
+        device_loads : ndarray of int64, shape (P,)
+            Slots computed on each device (column sums of ``assignment``).
+        max_load : int
+            The largest device load.
+        lower_bound : int
+            ``ceil(T / P)``, and with ``memory_limit`` the bound from the foreign experts each device can
+            hold (:func:`optimal_plan`); no plan does better.
+        capacity : int
+            ``ceil(alpha * T / P)`` (capped at 2**62: any capacity >= T keeps every expert native).
+        method : str
+            'llep', or 'standard' when the gate returned the standard plan.
+        imbalance_ratio : float
+            The ratio the gate compared with ``imbalance_threshold`` (``imbalance_metric``; 1.0 for
+            all-zero loads).
+        forced : int
+            Chunks placed beyond capacity: no device had room for ``min_chunk`` slots, or no device could
+            take the remainder (one device, or memory) so it stayed native.
+        peak_memory : ndarray of float64, shape (P,) or None
+            ``(native + received experts) * expert_bytes + device_loads * token_bytes``; None without
+            ``expert_bytes``.
+        feasible : bool
+            False when ``peak_memory`` exceeds ``memory_limit`` on some device, or when some remainder had
+            to stay on its native device because no device had the memory to take it. True without a
+            limit.
+        placement : ndarray of int64, shape (N,)
+            The native device of each expert (the placement the plan was made with).
+
+        For L layers the same fields, stacked: ``assignment`` (L, N, P), ``device_loads`` (L, P),
+        ``max_load``, ``lower_bound``, ``capacity``, ``imbalance_ratio``, ``forced`` arrays (L,),
+        ``feasible`` bool (L,), ``method`` str (L,), ``peak_memory`` (L, P) or None, ``placement`` (N,)
+        (shared by the layers); ``chunks`` (K, 5) rows
+        (layer, expert, device, start, stop) and ``weight_transfers`` (W, 4) rows (layer, expert, src, dst).
+
+    Raises
+    ------
+    ValueError
+        If the loads are negative, fractional or not finite, the placement does not fit the loads or the
+        device count, or a number is out of range.
+    TypeError
+        If an argument has the wrong type.
+
+    Warns
+    -----
+    RuntimeWarning
+        When the memory limit left some remainder on its native device (``feasible`` is False).
+
+    See Also
+    --------
+    standard_ep_plan : every expert on its native device.
+    optimal_plan : the exact optimum of small instances (MILP).
+    simulate_ep : latency and memory of a plan.
+
+    Notes
+    -----
+    Let :math:`l_e` be the loads, :math:`\pi(e)` the native devices, :math:`T = \sum_e l_e`,
+    :math:`N_p = \sum_{\pi(e)=p} l_e` the native loads and :math:`c = \lceil \alpha T / P \rceil` the
+    capacity. With ``pending[p]`` the slots of p's experts not yet visited and ``assigned[p]`` those placed
+    on p, ``eff[p] = assigned[p] + pending[p]``. Experts are visited by decreasing load (ties: lower id); for
+    expert e on g, ``pending[g] -= l_e`` and ``avail = c - eff[g]``: g keeps ``min(l_e, max(avail, 0))``
+    slots and the remainder r spills. While r > 0, take the device o other than g with the least
+    (``eff[o]``, id) and ``a = c - eff[o]``: if ``a > 0`` and (``a >= min_chunk`` or ``r <= a``), o takes
+    ``min(r, a)`` slots; otherwise o takes all of r beyond its capacity (a forced chunk). The compiled loop
+    keeps the devices in a min-heap on (eff, id): :math:`O(N \log N + (N + S) \log P)` time for S spill
+    chunks.
+
+    With ``min_chunk=1``, ``capacity_factor=1`` and no memory limit the plan reaches the lower bound
+    :math:`\lceil T/P \rceil` exactly (before e is placed the free room :math:`Pc - T + l_e \ge l_e` covers
+    it). When T/P is small against ``min_chunk`` forced chunks appear and the maximum can exceed
+    :math:`\lceil T/P \rceil` by a large factor: scale ``min_chunk`` with the batch.
+
+    **Gate.** With ratio :math:`\rho` = max/mean of the native device loads :math:`N_p` ('device') or of the
+    expert loads ('expert'), :math:`\rho < \lambda` returns the standard plan: every field equal to
+    :func:`standard_ep_plan`'s, except those that depend on arguments it does not take: ``capacity`` and
+    ``imbalance_ratio`` report this call's ``capacity_factor`` and ``imbalance_metric``, and with
+    ``memory_limit`` ``lower_bound`` and ``feasible`` account for it. The expert ratio is far above 1.3 for
+    almost any real routing, so the gate seldom fires with ``imbalance_metric='expert'``.
+
+    **Memory** (numtk's extension; the paper bounds only tokens). A device o may receive c slots of expert e
+    only if :math:`B_o + (h_o + n)\,b_w + b_t(\mathrm{eff}_o + c) \le M_o`, with :math:`B_o` the bytes of
+    its native experts, :math:`h_o` the foreign experts it received so far, n = 0 if it received e already
+    (else 1), :math:`b_w` = ``expert_bytes``, :math:`b_t` = ``token_bytes``. The test uses eff (slots placed
+    plus native slots still to place) as the device's load, so a device within its limit stays within it;
+    the least-eff device among those that pass receives the chunk, and when none passes the remainder stays
+    native. This greedy is near-optimal when memory leaves room for about three foreign experts per device
+    and can be far from the optimum when only one fits; :func:`optimal_plan` solves small instances
+    exactly.
+
+    Capacity differs from the reference code, which uses ``int(alpha * (T // P))``: with alpha = 1 and T not
+    divisible by P its P capacities hold fewer than T slots and the last ones are forced.
+
+    References
+    ----------
+    .. [1] X.-P. Nguyen, S. Pandit, Y. Xu, C. Xiong, S. Joty, "Least-Loaded Expert Parallelism: Load
+       Balancing An Imbalanced Mixture-of-Experts", ICML 2026, arXiv:2601.17111.
+    .. [2] R. L. Graham, "Bounds on Multiprocessing Timing Anomalies", SIAM J. Appl. Math. 17(2), 1969
+       (longest processing time first).
+
+    Examples
+    --------
+    Expert 0 holds 10 of 12 slots; its device would compute 10, the other 2. LLEP sends 4 slots of
+    expert 0 to device 1:
+
+    >>> import numpy as np
+    >>> from numtk.moe import llep_plan
+    >>> res = llep_plan([10, 0, 1, 1], [0, 0, 1, 1], min_chunk=1)
+    >>> res.device_loads, res.max_load, res.lower_bound
+    (array([6, 6]), 6, 6)
+    >>> res.chunks
+    array([[ 0,  0,  0,  6],
+           [ 0,  1,  6, 10],
+           [ 2,  1,  0,  1],
+           [ 3,  1,  0,  1]])
+    >>> res.weight_transfers
+    array([[0, 0, 1]])
+
+    A balanced layer stays on the standard plan; a batch of layers is planned in one call:
+
+    >>> batch = llep_plan(np.array([[10, 0, 1, 1], [3, 3, 3, 3]]), 2, min_chunk=1)
+    >>> batch.method, batch.max_load
+    (array(['llep', 'standard'], dtype='<U8'), array([6, 6]))
+    >>> batch.chunks[:2]
+    array([[ 0,  0,  0,  0,  6],
+           [ 0,  0,  1,  6, 10]])
+    """
+    capacity_factor = check_real(capacity_factor, "capacity_factor", low=0.0, low_open=True)
+    min_chunk = min(check_int(min_chunk, "min_chunk", minimum=1), MAX_TOTAL)
+    if imbalance_threshold is not None:
+        imbalance_threshold = check_real(imbalance_threshold, "imbalance_threshold", low=0.0)
+    check_option(imbalance_metric, "imbalance_metric", IMBALANCE_METRICS)
+    # a map-like callable is used as given; the common workers=1 skips the count of available cores
+    threads = 1 if callable(workers) or (type(workers) is int and workers == 1) else n_threads(workers)
+    batch, single, pi, P, totals = _layers_and_placement(loads, placement, num_devices)
+    limit, expert_bytes, token_bytes = _memory_args(memory_limit, expert_bytes, token_bytes, batch.shape[1], totals,
+                                                    P)
+    foreign = None if limit is None else max_foreign_from_bytes(limit, expert_bytes, pi, P)
+
+    L = batch.shape[0]
+    ratios = [imbalance_ratio(batch[i], pi, P, imbalance_metric) for i in range(L)]
+    caps = np.array([_capacity(totals[i], P, capacity_factor) for i in range(L)], dtype=np.int64)
+    active = np.array([imbalance_threshold is None or not ratios[i] < imbalance_threshold for i in range(L)])
+    planned = {}
+    stranded_layers = []
+    if active.any():
+        rows = np.flatnonzero(active)
+        sub = batch if active.all() else np.ascontiguousarray(batch[rows])
+        chunks, offsets, forced, stranded = _run(sub, pi, caps[rows], min_chunk, P, limit, expert_bytes,
+                                                 token_bytes, workers if callable(workers) else threads)
+        for j, i in enumerate(rows):
+            planned[int(i)] = (chunks[offsets[j]:offsets[j + 1]], int(forced[j]), bool(stranded[j]))
+            if stranded[j]:
+                stranded_layers.append(int(i))
+    results = []
+    for i in range(L):
+        lower = lower_bound(batch[i], P, foreign)
+        if i in planned:
+            chunks_i, forced_i, stranded_i = planned[i]
+            method = "llep"
+        else:
+            chunks_i, forced_i, stranded_i, method = standard_chunks(batch[i], pi), 0, False, "standard"
+        res = plan_result(batch[i], pi, P, chunks_i, method=method, capacity=int(caps[i]), imbalance=ratios[i],
+                          forced=forced_i, lower=lower, expert_bytes=expert_bytes, token_bytes=token_bytes,
+                          memory_limit=limit)
+        if stranded_i:
+            res.feasible = False
+        results.append(res)
+    if stranded_layers:
+        where = "" if single else f" (layers {stranded_layers[:10]}{'...' if len(stranded_layers) > 10 else ''})"
+        warnings.warn(f"llep_plan: no device had the memory to receive some overflow{where}; it stayed on its "
+                      "native device and the plan is marked feasible=False", RuntimeWarning, stacklevel=2)
+    return results[0] if single else _stack(results)
+
+
+@constraints(loads="array1d", placement=("int>=1", "array1d"), expert_bytes="real>=0", token_bytes="real>=0",
+             num_devices="count")
+def standard_ep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, expert_bytes: float | None = None,
+                     token_bytes: float = 0, num_devices: int | None = None) -> Result:
+    r"""Standard expert parallelism: every expert's routing slots on its native device.
+
+    Parameters
+    ----------
+    loads : array_like of int, shape (N,), (L, N) or (L, N, S)
+        Routing slots per expert, one layer or a batch of L layers (as in :func:`llep_plan`).
+    placement : int or array_like of int, shape (N,)
+        Native device of each expert, or an int P for contiguous blocks (as in :func:`llep_plan`).
+    expert_bytes : float, optional
+        Bytes of one expert's weights; with it the plan reports ``peak_memory``.
+    token_bytes : float, default 0
+        Activation bytes per routed slot.
+    num_devices : int, optional
+        P, when some devices host no expert.
+
+    Returns
+    -------
+    Result
+        The plan fields of :func:`llep_plan`, for one layer:
+
+        assignment : ndarray of int64, shape (N, P)
+            ``l_e`` in column ``pi(e)``, zeros elsewhere.
+        chunks : ndarray of int64, shape (K, 4)
+            One row (expert, native device, 0, l_e) per expert with a non-zero load, by expert id.
+        weight_transfers : ndarray of int64, shape (0, 3)
+            None: no weights move.
+        device_loads : ndarray of int64, shape (P,)
+            The native loads :math:`N_p`.
+        max_load : int
+            :math:`\max_p N_p`.
+        lower_bound : int
+            :math:`\lceil T/P \rceil`.
+        capacity : int
+            :math:`\lceil T/P \rceil`, the capacity :func:`llep_plan` uses with ``capacity_factor=1``
+            (standard EP does not use it).
+        method : str
+            'standard'.
+        imbalance_ratio : float
+            :math:`\max_p N_p / \mathrm{mean}_p N_p` (1.0 for all-zero loads).
+        forced : int
+            0.
+        peak_memory : ndarray of float64, shape (P,) or None
+            ``native experts * expert_bytes + device_loads * token_bytes``; None without ``expert_bytes``.
+        feasible : bool
+            True.
+        placement : ndarray of int64, shape (N,)
+            The native device of each expert.
+
+        For L layers the same fields stacked as in :func:`llep_plan`.
+
+    Raises
+    ------
+    ValueError
+        If the loads are negative, fractional or not finite, or the placement does not fit them.
+    TypeError
+        If an argument has the wrong type.
+
+    See Also
+    --------
+    llep_plan : the least-loaded plan, which returns this one when the routing is balanced.
+
+    Notes
+    -----
+    :math:`x_{e,\pi(e)} = l_e`: each device computes its native experts' slots, so the step waits for the
+    device with the largest native load. The ratio :math:`\max_p N_p / \lceil T/P \rceil` is what
+    least-loaded planning can gain on overhead-free hardware [1]_.
+
+    References
+    ----------
+    .. [1] X.-P. Nguyen, S. Pandit, Y. Xu, C. Xiong, S. Joty, "Least-Loaded Expert Parallelism: Load
+       Balancing An Imbalanced Mixture-of-Experts", ICML 2026, arXiv:2601.17111.
+
+    Examples
+    --------
+    >>> from numtk.moe import standard_ep_plan
+    >>> res = standard_ep_plan([10, 0, 1, 1], 2)
+    >>> res.device_loads, res.max_load, res.lower_bound, res.imbalance_ratio
+    (array([10,  2]), 10, 6, 1.6666666666666667)
+    """
+    batch, single, pi, P, totals = _layers_and_placement(loads, placement, num_devices)
+    _, expert_bytes, token_bytes = _memory_args(None, expert_bytes, token_bytes, batch.shape[1], totals, P)
+    results = []
+    for i in range(batch.shape[0]):
+        loads_i = batch[i]
+        total = int(totals[i])
+        results.append(plan_result(loads_i, pi, P, standard_chunks(loads_i, pi), method="standard",
+                                   capacity=-(-total // P), imbalance=imbalance_ratio(loads_i, pi, P, "device"),
+                                   forced=0, lower=lower_bound(loads_i, P), expert_bytes=expert_bytes,
+                                   token_bytes=token_bytes, memory_limit=None))
+    return results[0] if single else _stack(results)
