@@ -104,6 +104,62 @@ EPLB_LOADS: list = [
 MILP: list = []
 
 # --- simulate_ep, moe_forward -----------------------------------------------------------------------
-SIMULATION: list = []
+def _hand_plan():
+    """Experts 0, 1 native on device 0 and 2 on device 1; device 1 computes 3 slots of expert 0."""
+    from numtk.moe._plan import plan_result
+
+    return plan_result(np.array([10, 2, 3]), np.array([0, 0, 1]), 2,
+                       np.array([[0, 0, 0, 7], [0, 1, 7, 10], [1, 0, 0, 2], [2, 1, 0, 3]]), method="test",
+                       capacity=8, imbalance=1.0, forced=0, lower=8, expert_bytes=None, token_bytes=0.0,
+                       memory_limit=None)
+
+
+def _simulate():
+    return _m().simulate_ep, (_hand_plan(),), {"cost_model": {"hidden_size": 64, "intermediate_size": 32},
+                                               "loads": np.array([[6, 4], [2, 0], [1, 2]]), "overlap": True}
+
+
+def _simulate_eplb():
+    m = _m()
+    res = m.eplb_rebalance(np.array(_EPLB_WEIGHT, dtype=np.float64), 16, 4, 2, 8)
+    return m.simulate_ep, (res,), {"cost_model": "h200", "loads": np.arange(12, dtype=np.int64) * 7, "layer": 1}
+
+
+def _layer():
+    """T = 6 tokens of D = 3 features over N = 3 experts of H = 2: the catalogue's (6, 3) arrays fit x and the
+    router logits."""
+    rng = np.random.default_rng(0)
+    experts = tuple(rng.normal(size=s) for s in [(3, 2, 3), (3, 2, 3), (3, 3, 2)])
+    return rng.normal(size=(6, 3)), rng.normal(size=(6, 3)), experts
+
+
+def _forward():
+    x, logits, experts = _layer()
+    return _m().moe_forward, (x, logits, experts), {"top_k": 2, "normalize": False}
+
+
+def _forward_plan():
+    m = _m()
+    x, logits, experts = _layer()
+    plan = m.llep_plan(m.routing_loads(logits, 2), np.array([0, 0, 1]), min_chunk=1, imbalance_threshold=None)
+    return m.moe_forward, (x, logits, experts, plan), {"top_k": 2}
+
+
+def _routing_loads():
+    return _m().routing_loads, (_layer()[1],), {"top_k": 2, "num_sources": 2}
+
+
+SIMULATION: list = [
+    Case("numtk.moe.simulate_ep", _simulate, {}, positional={"plan": 0}),
+    Case("numtk.moe.simulate_ep[eplb]", _simulate_eplb, {"plan": "option", "loads": "array1d", "layer": "index"},
+         positional={"plan": 0}),
+    # plan=None is the documented default (the dense forward on one device)
+    Case("numtk.moe.moe_forward", _forward, {}, positional={"x": 0, "router_logits": 1, "experts": 2},
+         skip={"plan": ("None",)}),
+    Case("numtk.moe.moe_forward[plan]", _forward_plan,
+         {"x": "array2d", "router_logits": "array2d", "top_k": "int>=1", "layer": "index"},
+         positional={"x": 0, "router_logits": 1, "experts": 2, "plan": 3}),
+    Case("numtk.moe.routing_loads", _routing_loads, {}, positional={"router_logits": 0}),
+]
 
 CASES = {c.name: c for c in PLANNING + EPLB_LOADS + MILP + SIMULATION}

@@ -29,6 +29,7 @@ Simulation and execution
 
    simulate_ep  -- per-device latency and peak memory of a plan under a cost model.
    moe_forward  -- an MoE layer computed by a plan's chunks on simulated devices (NumPy).
+   routing_loads -- the routing-slot counts of top-k routing, per expert (and per source device).
 
 Routing loads
 -------------
@@ -45,6 +46,9 @@ Routing loads
 from numtk.moe._llep import llep_plan, standard_ep_plan
 from numtk.moe._eplb import eplb_rebalance, eplb_device_loads
 from numtk.moe._loads import hot_expert_loads, zipf_loads, dirichlet_loads
+from numtk.moe._simulate import simulate_ep
+from numtk.moe._executor import moe_forward, routing_loads
 
 __all__: list[str] = ["llep_plan", "standard_ep_plan", "eplb_rebalance", "eplb_device_loads",
-                      "hot_expert_loads", "zipf_loads", "dirichlet_loads"]
+                      "hot_expert_loads", "zipf_loads", "dirichlet_loads",
+                      "simulate_ep", "moe_forward", "routing_loads"]
