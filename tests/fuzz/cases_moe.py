@@ -101,7 +101,23 @@ EPLB_LOADS: list = [
 ]
 
 # --- optimal_plan -----------------------------------------------------------------------------------
-MILP: list = []
+def _milp():
+    # all eight experts native on device 0 of 5, room for one foreign expert per device
+    return _m().optimal_plan, (_loads8(), 1), {"num_devices": 5, "max_foreign": 1, "min_chunk": 2,
+                                               "time_limit": 10.0}
+
+
+def _milp_memory():
+    return _m().optimal_plan, (_loads8(), 1), {"num_devices": 5, "memory_limit": np.full(5, 150.0),
+                                               "expert_bytes": 10.0, "token_bytes": 0.5, "transfer_weight": 0.5}
+
+
+MILP: list = [
+    Case("numtk.moe.optimal_plan", _milp, {}, positional={"loads": 0, "placement": 1}),
+    Case("numtk.moe.optimal_plan[memory]", _milp_memory,
+         {"memory_limit": ("real>=0", "array1d"), "expert_bytes": "real>=0", "token_bytes": "real>=0",
+          "transfer_weight": "real>=0", "time_limit": "real>0"}),
+]
 
 # --- simulate_ep, moe_forward -----------------------------------------------------------------------
 def _hand_plan():

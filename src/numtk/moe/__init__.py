@@ -44,11 +44,12 @@ Routing loads
 
 # Each room adds its public names here as it lands.
 from numtk.moe._llep import llep_plan, standard_ep_plan
+from numtk.moe._llep_milp import optimal_plan
 from numtk.moe._eplb import eplb_rebalance, eplb_device_loads
 from numtk.moe._loads import hot_expert_loads, zipf_loads, dirichlet_loads
 from numtk.moe._simulate import simulate_ep
 from numtk.moe._executor import moe_forward, routing_loads
 
-__all__: list[str] = ["llep_plan", "standard_ep_plan", "eplb_rebalance", "eplb_device_loads",
+__all__: list[str] = ["llep_plan", "standard_ep_plan", "optimal_plan", "eplb_rebalance", "eplb_device_loads",
                       "hot_expert_loads", "zipf_loads", "dirichlet_loads",
                       "simulate_ep", "moe_forward", "routing_loads"]
