@@ -23,7 +23,7 @@ from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_int, check_option, check_real, check_size
 from numtk.moe import _moe_ext
 from numtk.moe._plan import (MAX_TOTAL, as_loads, as_placement, check_memory, imbalance_ratio, lower_bound,
-                             max_foreign_from_bytes, plan_result, standard_chunks)
+                             max_foreign_from_bytes, plan_result, standard_chunks, PlanResult)
 
 __all__ = ["llep_plan", "standard_ep_plan"]
 
@@ -158,7 +158,6 @@ def _stack(results: list[Result]) -> Result:
 
     first = results[0]
     fields = dict(
-        assignment=np.stack([r.assignment for r in results]),
         chunks=rows("chunks", 5),
         weight_transfers=rows("weight_transfers", 4),
         device_loads=np.stack([r.device_loads for r in results]),
@@ -172,7 +171,7 @@ def _stack(results: list[Result]) -> Result:
         feasible=np.array([r.feasible for r in results], dtype=bool),
         placement=first.placement,
     )
-    return Result(**fields)
+    return PlanResult(**fields)
 
 
 # --------------------------------------------------------------------------------------------------

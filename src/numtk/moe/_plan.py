@@ -20,7 +20,8 @@ from numtk._lib import Result
 from numtk._lib._validation import as_array, check_int, check_real
 
 __all__ = ["as_loads", "as_placement", "check_memory", "lower_bound", "max_foreign_from_bytes",
-           "plan_result", "standard_chunks", "imbalance_ratio"]
+           "plan_result", "standard_chunks", "imbalance_ratio",
+           "PlanResult", "device_loads_of"]
 
 #: loads and chunk offsets stay below this, so that sums over experts cannot overflow int64
 MAX_TOTAL = 2**62
@@ -60,8 +61,10 @@ def as_loads(loads: Any, name: str = "loads", *, batch: bool = False) -> tuple[n
         per_source, arr = arr, arr.sum(axis=1)
     if arr.shape[-1] < 1:
         raise ValueError(f"`{name}` must hold at least one expert")
-    if arr.size and int(arr.sum(axis=-1).max()) >= MAX_TOTAL:
-        raise ValueError(f"the total of `{name}` must be below 2**62")
+    if arr.size and int(arr.max()) >= MAX_TOTAL // arr.shape[-1]:  # a sum may reach 2**62: check it exactly
+        rows = arr.reshape(-1, arr.shape[-1])
+        if max(sum(int(v) for v in row) for row in rows) >= MAX_TOTAL:
+            raise ValueError(f"the total of `{name}` must be below 2**62")
     return np.ascontiguousarray(arr), per_source
 
 
@@ -76,6 +79,8 @@ def as_placement(placement: Any, num_experts: int, num_devices: Any = None) -> t
         num_devices = check_int(num_devices, "num_devices", minimum=1, maximum=2**31 - 1)
     if isinstance(placement, (bool, np.bool_)):
         raise TypeError("`placement` must be an int (a device count) or an array of device ids; got a bool")
+    if isinstance(placement, (list, tuple)):
+        placement = as_array(placement, "placement")  # a ragged list: a TypeError naming `placement`
     if np.ndim(placement) == 0 and not isinstance(placement, (str, bytes)):
         try:
             count = operator.index(placement)
@@ -177,24 +182,95 @@ def standard_chunks(loads: np.ndarray, pi: np.ndarray) -> np.ndarray:
     return np.column_stack([experts, pi[experts], np.zeros_like(experts), loads[experts]]).astype(np.int64)
 
 
+class PlanResult(Result):
+    """A plan Result whose dense ``assignment`` is built from ``chunks`` when it is first read.
+
+    The dense (N, P) array is what a user reads, but at N = 1e4 experts on P = 1e3 devices it is 80 MB that
+    costs more to fill than the plan costs to compute; the compact ``chunks`` carry the same information.
+    ``res.assignment``, ``res["assignment"]``, ``keys()``, ``==`` and the repr all see the field (building it
+    on first use); a plan of L layers (``chunks`` with a leading layer column) gives (L, N, P).
+    """
+
+    def _fill(self) -> None:
+        d = self.__dict__
+        if "assignment" in d:
+            return
+        chunks, P, N = d["chunks"], d["device_loads"].shape[-1], len(d["placement"])
+        sizes = chunks[:, -1] - chunks[:, -2]
+        if chunks.shape[1] == 5:  # (layer, expert, device, start, stop)
+            dense = np.zeros((d["device_loads"].shape[0], N, P), dtype=np.int64)
+            np.add.at(dense, (chunks[:, 0], chunks[:, 1], chunks[:, 2]), sizes)
+        else:
+            dense = np.zeros((N, P), dtype=np.int64)
+            np.add.at(dense, (chunks[:, 0], chunks[:, 1]), sizes)
+        fields = dict(d)
+        d.clear()
+        d.update(assignment=dense, **fields)  # first, where the plan fields list it
+
+    def __getattr__(self, name: str) -> Any:  # only called for a missing attribute
+        if name == "assignment" and "chunks" in self.__dict__:
+            self._fill()
+            return self.__dict__["assignment"]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def keys(self):
+        self._fill()
+        return super().keys()
+
+    def values(self):
+        self._fill()
+        return super().values()
+
+    def items(self):
+        self._fill()
+        return super().items()
+
+    def __getitem__(self, key: str | int) -> Any:
+        self._fill()
+        return super().__getitem__(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key == "assignment" or super().__contains__(key)
+
+    def __eq__(self, other: object) -> bool:
+        self._fill()
+        if isinstance(other, PlanResult):
+            other._fill()
+        return super().__eq__(other)
+
+    __hash__ = None
+
+    def __dir__(self):
+        self._fill()
+        return super().__dir__()
+
+    def __repr__(self) -> str:
+        self._fill()
+        return super().__repr__()
+
+
+def device_loads_of(chunks: np.ndarray, P: int) -> np.ndarray:
+    """Slots computed on each device (the column sums of the dense assignment), in exact integers."""
+    loads = np.zeros(P, dtype=np.int64)
+    np.add.at(loads, chunks[:, 1], chunks[:, 3] - chunks[:, 2])
+    return loads
+
+
 def plan_result(loads: np.ndarray, pi: np.ndarray, P: int, chunks: np.ndarray, *, method: str, capacity: int,
                 imbalance: float, forced: int, lower: int, expert_bytes: float | None, token_bytes: float,
                 memory_limit: np.ndarray | None, **extra: Any) -> Result:
     """The plan Result of one layer from its chunk list (rows expert, device, start, stop; plan order).
 
     The Result also keeps ``placement`` (int64 (N,), the native device of each expert): the simulator and the
-    executor need it for the weights every device holds (experts with no load included)."""
-    N = len(loads)
+    executor need it for the weights every device holds (experts with no load included). Its ``assignment``
+    is built on first use (:class:`PlanResult`)."""
     chunks = np.asarray(chunks, dtype=np.int64).reshape(-1, 4)
-    sizes = chunks[:, 3] - chunks[:, 2]
-    assignment = np.zeros((N, P), dtype=np.int64)
-    np.add.at(assignment, (chunks[:, 0], chunks[:, 1]), sizes)
     foreign = chunks[chunks[:, 1] != pi[chunks[:, 0]]]
     if len(foreign):
         _, first = np.unique(foreign[:, 0] * P + foreign[:, 1], return_index=True)
         foreign = foreign[np.sort(first)]
     transfers = np.column_stack([foreign[:, 0], pi[foreign[:, 0]], foreign[:, 1]]).astype(np.int64)
-    device_loads = assignment.sum(axis=0)
+    device_loads = device_loads_of(chunks, P)
     peak = None
     feasible = True
     if expert_bytes is not None:
@@ -202,9 +278,9 @@ def plan_result(loads: np.ndarray, pi: np.ndarray, P: int, chunks: np.ndarray, *
         peak = hosted * expert_bytes + device_loads * token_bytes
         if memory_limit is not None:
             feasible = bool(np.all(peak <= memory_limit * (1 + 1e-12)))
-    fields = dict(assignment=assignment, chunks=chunks, weight_transfers=transfers, device_loads=device_loads,
+    fields = dict(chunks=chunks, weight_transfers=transfers, device_loads=device_loads,
                   max_load=int(device_loads.max()) if P else 0, lower_bound=int(lower), capacity=int(capacity),
                   method=method, imbalance_ratio=float(imbalance), forced=int(forced), peak_memory=peak,
                   feasible=feasible, placement=np.array(pi, dtype=np.int64))
     fields.update(extra)
-    return Result(**fields)
+    return PlanResult(**fields)
