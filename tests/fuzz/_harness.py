@@ -56,6 +56,10 @@ INVALID: dict[str, list[str]] = {
                 "np.array(['a', 'b', 'c'])", "[[1.0, 2.0], [3.0]]", "object()"],
     "array2d": ["np.full((6, 3), np.nan)", "np.full((6, 3), np.inf)", "np.ones(6)", "np.ones((2, 3, 4))",
                 "np.ones((6, 3), complex)", "np.array([['a', 'b']] * 3)", "[[1.0, 2.0], [3.0]]", "object()"],
+    # torch tensors (numtk.torch): not a tensor, non-finite, integer or complex, a dimension too many
+    "tensor": ["np.ones((6, 3))", "torch.full((6, 3), float('nan'))", "torch.full((6, 3), float('inf'))",
+               "torch.ones((6, 3), dtype=torch.int64)", "torch.ones((6, 3), dtype=torch.complex64)",
+               "torch.ones((2, 3, 4, 5))", "[[1.0, 2.0], [3.0, 4.0]]"],
     "mapping": ["5", "'x'", "{1: 2}"],
     "path": ["5", "object()"],
     "any": [],  # declared as accepting anything: nothing to break
@@ -74,6 +78,8 @@ EDGE: dict[str, list[str]] = {
     "array2d": ["np.zeros((0, 3))", "np.ones((1, 3))", "np.zeros((6, 3))", "np.full((6, 3), 1e308)",
                 "np.full((6, 3), 1e-308)", "np.ones((6, 0))", "np.asfortranarray(np.arange(18.0).reshape(6, 3))",
                 "np.arange(18, dtype='>f8').reshape(6, 3)", "np.tile(np.arange(3.0), (6, 1))"],
+    "tensor": ["torch.zeros((0, 3))", "torch.ones((1, 3))", "torch.zeros((6, 3))",
+               "torch.arange(36.0).reshape(6, 6)[:, ::2]", "torch.ones((6, 3), dtype=torch.float64)"],
 }
 
 
@@ -155,6 +161,8 @@ def _finite(obj: Any, depth: int = 0) -> bool:
         return True
     if isinstance(obj, np.ndarray):
         return obj.dtype.kind not in "fc" or bool(np.isfinite(obj).all())
+    if type(obj).__module__.startswith("torch") and hasattr(obj, "is_floating_point"):  # a torch.Tensor
+        return not (obj.is_floating_point() or obj.is_complex()) or bool(obj.detach().isfinite().all())
     if isinstance(obj, numbers.Number):
         return bool(np.isfinite(complex(obj)))
     if isinstance(obj, dict):
@@ -173,7 +181,12 @@ def _classify(case: Case, param: str, expr: str, kind: str) -> tuple[str, str]:
     import numpy as np
 
     func, args, kwargs = case.make()
-    value = eval(expr, {"np": np, "inf": float("inf"), "nan": float("nan")})
+    names = {"np": np, "inf": float("inf"), "nan": float("nan")}
+    if "torch." in expr:  # the bridge's tensors (torch is imported only where a case needs it)
+        import torch
+
+        names["torch"] = torch
+    value = eval(expr, names)
     args = list(args)
     if param.startswith("options."):  # a key of the options= mapping
         param = param.removeprefix("options.")

@@ -78,25 +78,37 @@ def test_random_out_of_range_numbers(data):
     assert results[0]["outcome"] not in BAD_OUTCOMES, report(results)
 
 
-def test_every_public_callable_has_a_case():
-    # every callable in an area's __all__ that takes a parameter (exceptions and warnings aside)
-    import inspect
+def _public_names():
+    """(full name, object) of every name in an area's __all__; an area whose __all__ lists modules (the
+    torch bridge: numtk.torch.llep, ...) contributes the names of their __all__ instead."""
+    import types
 
     import numtk
 
-    covered = {name.split("[")[0] for _, name in ALL}
-    missing = []
     for area in numtk.submodules:
         mod = importlib.import_module(f"numtk.{area}")
         for name in mod.__all__:
             obj = getattr(mod, name)
-            if not callable(obj) or (isinstance(obj, type) and issubclass(obj, (Exception, Warning))):
-                continue
-            if not inspect.signature(obj).parameters:
-                continue  # nothing to pass badly (load_krumsiek11, KuhnPoker, ...)
-            full = f"numtk.{area}.{name}"
-            if not any(c == full or c.startswith(full + ".") for c in covered):
-                missing.append(full)
+            if isinstance(obj, types.ModuleType):
+                for sub in obj.__all__:
+                    yield f"numtk.{area}.{name}.{sub}", getattr(obj, sub)
+            else:
+                yield f"numtk.{area}.{name}", obj
+
+
+def test_every_public_callable_has_a_case():
+    # every callable in an area's __all__ that takes a parameter (exceptions and warnings aside)
+    import inspect
+
+    covered = {name.split("[")[0] for _, name in ALL}
+    missing = []
+    for full, obj in _public_names():
+        if not callable(obj) or (isinstance(obj, type) and issubclass(obj, (Exception, Warning))):
+            continue
+        if not inspect.signature(obj).parameters:
+            continue  # nothing to pass badly (load_krumsiek11, KuhnPoker, ...)
+        if not any(c == full or c.startswith(full + ".") for c in covered):
+            missing.append(full)
     assert not missing, f"public callables without a fuzz case in tests/fuzz/cases_<area>.py: {missing}"
     assert all(calls_of(_load(m)[n]) for m, n in ALL)
 
@@ -112,28 +124,23 @@ def _public_callables():
     declared and checked where they are defined, not once per subclass)."""
     import inspect
 
-    import numtk
-
     out = {}
-    for area in numtk.submodules:
-        mod = importlib.import_module(f"numtk.{area}")
-        for name in mod.__all__:
-            obj = getattr(mod, name)
-            if not callable(obj) or (isinstance(obj, type) and issubclass(obj, (Exception, Warning))):
+    for full, obj in _public_names():
+        if not callable(obj) or (isinstance(obj, type) and issubclass(obj, (Exception, Warning))):
+            continue
+        out[full] = obj
+        if not isinstance(obj, type):
+            continue
+        for mname in dir(obj):
+            if mname.startswith("_"):
                 continue
-            out[f"numtk.{area}.{name}"] = obj
-            if not isinstance(obj, type):
+            raw = inspect.getattr_static(obj, mname)
+            func = getattr(raw, "__func__", raw)  # classmethod, staticmethod
+            if not inspect.isfunction(func) or not func.__module__.startswith("numtk."):
                 continue
-            for mname in dir(obj):
-                if mname.startswith("_"):
-                    continue
-                raw = inspect.getattr_static(obj, mname)
-                func = getattr(raw, "__func__", raw)  # classmethod, staticmethod
-                if not inspect.isfunction(func) or not func.__module__.startswith("numtk."):
-                    continue
-                if func.__module__.startswith("numtk._lib"):
-                    continue
-                out[f"numtk.{area}.{name}.{mname}"] = func
+            if func.__module__.startswith("numtk._lib"):
+                continue
+            out[f"{full}.{mname}"] = func
     return out
 
 

@@ -45,6 +45,7 @@ CATEGORIES: Mapping[str, str] = MappingProxyType({
     "callable": "a callable (or None where the default is None)",
     "array1d": "a 1-D array-like of finite real numbers",
     "array2d": "a 2-D array-like of finite real numbers",
+    "tensor": "a torch.Tensor of finite floating-point numbers (numtk.torch; the shape its docstring gives)",
     "mapping": "a dict with str keys (None where the default is None), e.g. ``options=``",
     "path": "a str or os.PathLike naming a file",
     "any": "any object: the parameter is not checked (its docstring says why)",

@@ -139,7 +139,13 @@ AREAS: tuple[Area, ...] = (
     Area(
         "moe",
         compiled=("numtk.moe._moe_ext",),
+        demos=(Demo("llep", "numtk.moe._demo:run"),),
+        compare=(CompareSection(
+            "moe", "benchmarks._moe:compare",
+            help="numtk.moe: the LLEP planner against its pure-Python transcription, the MILP, EPLB, the "
+                 "simulated benchmark configuration, LLEP under torch.distributed"),),
     ),
+    Area("torch"),  # the PyTorch bridge: Python only, its modules import torch on first access
 )
 
 

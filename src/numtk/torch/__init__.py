@@ -1,0 +1,43 @@
+"""
+The PyTorch bridge (:mod:`numtk.torch`)
+=======================================
+
+.. currentmodule:: numtk.torch
+
+The deep-learning methods as reusable PyTorch pieces: functions, modules and training helpers. They need
+PyTorch (``pip install "numtk[torch]"``). ``import numtk.torch`` itself does not import torch: each
+module below is imported on first access (``numtk.torch.llep``) and imports torch then; without torch
+that access raises an ImportError that says how to install it.
+
+Conventions shared by the modules: functions follow the device and dtype of their input tensors, ``rng``
+accepts None, an int, a :class:`numpy.random.Generator` or a :class:`torch.Generator`, and bad input gets a
+ValueError or TypeError that names the argument.
+
+Modules
+-------
+
+.. autosummary::
+   :toctree: generated/
+
+   llep  -- least-loaded expert parallelism: an MoE layer run by a plan under torch.distributed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# The bridge's public modules; each is imported (with torch) on first access.
+submodules = ["llep"]
+
+__all__ = list(submodules)
+
+
+def __getattr__(name: str) -> Any:
+    if name in submodules:
+        return importlib.import_module(f"numtk.torch.{name}")
+    raise AttributeError(f"module 'numtk.torch' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

@@ -1,0 +1,159 @@
+"""Private helpers of the PyTorch bridge: the ``rng`` keyword as a :class:`torch.Generator`, tensor checks
+whose messages name the argument (shape, dtype, device, finiteness), and the ``reduction=`` keyword of
+:mod:`torch.nn.functional`.
+
+Importing this module imports torch; a missing torch gives an ImportError that names the extra to install.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Sequence
+
+import numpy as np
+
+from numtk._lib._optional import import_optional
+from numtk._lib._rng import normalize_rng
+
+torch = import_optional("torch", purpose="numtk.torch (the PyTorch bridge)")
+
+__all__ = ["torch", "torch_generator", "check_tensor", "check_reduction", "reduce_loss", "check_same_device"]
+
+#: the values of ``reduction=``, as in torch.nn.functional
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def torch_generator(rng: Any = None, *, device: Any = "cpu", name: str = "rng") -> "torch.Generator":
+    """The ``rng`` keyword of the bridge as a :class:`torch.Generator` on ``device``.
+
+    ``None`` gives a generator seeded from fresh operating-system entropy; an int ``>= 0`` seeds it with that
+    int (``torch.Generator().manual_seed(rng)``); a :class:`numpy.random.Generator` (or a
+    :class:`numpy.random.SeedSequence`) draws the seed from it, so one NumPy generator drives NumPy and torch
+    reproducibly; a :class:`torch.Generator` is returned unchanged.
+
+    Examples
+    --------
+    >>> from numtk.torch._common import torch_generator
+    >>> a = torch.rand(3, generator=torch_generator(7))
+    >>> b = torch.rand(3, generator=torch_generator(7))
+    >>> bool((a == b).all())
+    True
+    >>> g = torch_generator(7)
+    >>> torch_generator(g) is g
+    True
+    """
+    if isinstance(rng, torch.Generator):
+        return rng
+    if isinstance(rng, (bool, np.bool_)):
+        raise TypeError(f"`{name}` must be None, an int, a numpy.random.Generator or a torch.Generator; "
+                        "got a bool")
+    if isinstance(rng, numbers.Integral):
+        seed = int(rng)
+        if seed < 0 or seed >= 2**64:
+            raise ValueError(f"`{name}` must be an int seed in [0, 2**64); got {seed}")
+    else:
+        try:
+            gen = normalize_rng(rng, name=name)
+        except TypeError:
+            raise TypeError(f"`{name}` must be None, an int, a numpy.random.Generator or a torch.Generator; "
+                            f"got {type(rng).__name__}") from None
+        seed = int(gen.integers(0, 2**63 - 1))
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def check_tensor(t: Any, name: str, *, ndim: int | None = None, shape: Sequence[int | None] | None = None,
+                 dtype: Any = "floating", device: Any = None, finite: bool = True) -> "torch.Tensor":
+    """Check a tensor argument; every message names it in backquotes.
+
+    Parameters
+    ----------
+    t : object
+        The argument; anything but a :class:`torch.Tensor` is a TypeError.
+    name : str
+        Its name, for the messages.
+    ndim : int, optional
+        The required number of dimensions.
+    shape : sequence of int or None, optional
+        The required shape; ``None`` entries match any size (implies ``ndim``).
+    dtype : torch.dtype, "floating", "integer" or None
+        A required dtype, a dtype family (``"floating"``: float16/bfloat16/float32/float64), or None (any).
+    device : torch.device or str, optional
+        The device the tensor must be on.
+    finite : bool
+        Refuse NaN and infinity (floating tensors only).
+
+    Returns
+    -------
+    torch.Tensor
+        ``t`` itself.
+
+    Examples
+    --------
+    >>> from numtk.torch._common import check_tensor
+    >>> check_tensor(torch.zeros(2, 3), "x", shape=(None, 3)).shape
+    torch.Size([2, 3])
+    >>> check_tensor(torch.zeros(2, 4), "x", shape=(None, 3))
+    Traceback (most recent call last):
+        ...
+    ValueError: `x` must have shape (*, 3); got (2, 4)
+    """
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"`{name}` must be a torch.Tensor; got {type(t).__name__}")
+    if shape is not None:
+        ndim = len(shape)
+    if ndim is not None and t.ndim != ndim:
+        raise ValueError(f"`{name}` must be a {ndim}-D tensor; got {t.ndim}-D with shape {tuple(t.shape)}")
+    if shape is not None and any(s is not None and s != n for s, n in zip(shape, t.shape)):
+        want = ", ".join("*" if s is None else str(s) for s in shape)
+        raise ValueError(f"`{name}` must have shape ({want}{',' if len(shape) == 1 else ''}); "
+                         f"got {tuple(t.shape)}")
+    if dtype == "floating":
+        if not t.is_floating_point():
+            raise TypeError(f"`{name}` must hold floating-point numbers; got dtype {t.dtype}")
+    elif dtype == "integer":
+        if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+            raise TypeError(f"`{name}` must hold integers; got dtype {t.dtype}")
+    elif dtype is not None and t.dtype != dtype:
+        raise TypeError(f"`{name}` must have dtype {dtype}; got {t.dtype}")
+    if device is not None and t.device != torch.device(device):
+        raise ValueError(f"`{name}` must be on device {torch.device(device)}; got {t.device}")
+    if finite and t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):
+        raise ValueError(f"`{name}` must be finite (it holds NaN or infinity)")
+    return t
+
+
+def check_same_device(**tensors: "torch.Tensor") -> "torch.device":
+    """Every tensor on one device; returns it. The message lists each argument's device."""
+    devices = {name: t.device for name, t in tensors.items()}
+    if len(set(devices.values())) > 1:
+        listed = ", ".join(f"`{name}` on {dev}" for name, dev in devices.items())
+        raise ValueError(f"the tensors must be on one device; got {listed}")
+    return next(iter(devices.values()))
+
+
+def check_reduction(reduction: Any, name: str = "reduction") -> str:
+    """``reduction`` must be ``"mean"``, ``"sum"`` or ``"none"``, as in :mod:`torch.nn.functional`.
+
+    Examples
+    --------
+    >>> from numtk.torch._common import check_reduction
+    >>> check_reduction("sum")
+    'sum'
+    >>> check_reduction("avg")
+    Traceback (most recent call last):
+        ...
+    ValueError: `reduction` must be one of 'mean', 'sum', 'none'; got 'avg'
+    """
+    if not isinstance(reduction, str) or reduction not in REDUCTIONS:
+        raise ValueError(f"`{name}` must be one of 'mean', 'sum', 'none'; got {reduction!r}")
+    return reduction
+
+
+def reduce_loss(loss: "torch.Tensor", reduction: str) -> "torch.Tensor":
+    """Per-element losses reduced as ``reduction`` says (checked): their mean, their sum, or unchanged."""
+    reduction = check_reduction(reduction)
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss
