@@ -1,0 +1,84 @@
+"""asv benchmarks of numtk.moe: the LLEP planner, standard EP, EPLB, the MILP and the simulator (side by side
+with the pure-Python planner in _moe.py)."""
+
+import numpy as np
+
+from benchmarks._moe import PLANNER_SIZES, zipf_layer
+
+
+class Planner:
+    params = [list(PLANNER_SIZES)]
+    param_names = ["N, P"]
+
+    def setup(self, size):
+        self.loads, self.placement = zipf_layer(*size)
+
+    def time_llep_plan(self, size):
+        from numtk.moe import llep_plan
+
+        llep_plan(self.loads, self.placement, imbalance_threshold=None)
+
+    def time_standard_ep_plan(self, size):
+        from numtk.moe import standard_ep_plan
+
+        standard_ep_plan(self.loads, self.placement)
+
+
+class PlannerBatch:
+    params = [1, 2]
+    param_names = ["workers"]
+
+    def setup(self, workers):
+        from numtk.moe import dirichlet_loads
+
+        self.loads = dirichlet_loads(256, 16384, alpha=0.3, top_k=8, size=64, rng=0)
+
+    def time_llep_plan_64_layers(self, workers):
+        from numtk.moe import llep_plan
+
+        llep_plan(self.loads, 32, imbalance_threshold=None, workers=workers)
+
+
+class OptimalPlan:
+    params = [(12, 3), (24, 6)]
+    param_names = ["N, P"]
+    timeout = 120
+
+    def setup(self, size):
+        from numtk.moe import dirichlet_loads
+
+        self.N, self.P = size
+        self.loads = dirichlet_loads(self.N, 200 * self.P, alpha=0.5, top_k=2, rng=0)
+
+    def time_optimal_plan(self, size):
+        from numtk.moe import optimal_plan
+
+        optimal_plan(self.loads, self.P)
+
+    def time_optimal_plan_three_foreign(self, size):
+        from numtk.moe import optimal_plan
+
+        optimal_plan(self.loads, self.P, memory_limit=self.N // self.P + 3.0, expert_bytes=1.0)
+
+
+class EPLB:
+    def setup(self):
+        self.weight = np.random.default_rng(0).integers(1, 1000, size=(61, 256))
+
+    def time_eplb_rebalance(self):
+        from numtk.moe import eplb_rebalance
+
+        eplb_rebalance(self.weight, 288, 8, 4, 32)
+
+
+class Simulator:
+    def setup(self):
+        from numtk.moe import llep_plan
+
+        self.loads, placement = zipf_layer(10_000, 1_000)
+        self.plan = llep_plan(self.loads, placement, imbalance_threshold=None)
+
+    def time_simulate_ep_h200(self):
+        from numtk.moe import simulate_ep
+
+        simulate_ep(self.plan, "h200")
