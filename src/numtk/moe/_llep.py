@@ -6,7 +6,7 @@ plans, per layer and per step, which device computes which slice of each expert'
 overloaded expert goes, with a copy of its weights, to the least-loaded devices (Nguyen et al., ICML 2026).
 The loop runs compiled (``native/include/numtk/moe/llep_plan.hpp``); this module checks the arguments,
 applies the imbalance gate, computes the capacities exactly and builds the plan Result
-(:func:`numtk.moe._plan.plan_result`). A batch of layers is planned in one call, spread over ``workers``.
+(:func:`numtk.moe._plan.layers_result`). A batch of layers is planned in one call, spread over ``workers``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from numtk._lib import Result, as_map, n_threads
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_int, check_option, check_real, check_size
 from numtk.moe import _moe_ext
-from numtk.moe._plan import (MAX_TOTAL, as_loads, as_placement, check_memory, imbalance_ratio, lower_bound,
-                             max_foreign_from_bytes, plan_result, standard_chunks, PlanResult)
+from numtk.moe._plan import (MAX_TOTAL, as_loads, as_placement, check_memory, layers_result, lower_bound,
+                             max_foreign_from_bytes, native_ratios, standard_layers)
 
 __all__ = ["llep_plan", "standard_ep_plan"]
 
@@ -149,31 +149,6 @@ def _layer_task(item):
 # --------------------------------------------------------------------------------------------------
 # results
 # --------------------------------------------------------------------------------------------------
-def _stack(results: list[Result]) -> Result:
-    """One Result for a batch of layers: every field stacked along a new first axis; chunks and weight
-    transfers as rows with the layer in front."""
-    def rows(name: str, width: int) -> np.ndarray:
-        parts = [np.column_stack([np.full(len(r[name]), i, dtype=np.int64), r[name]]) for i, r in enumerate(results)]
-        return np.concatenate(parts).astype(np.int64) if parts else np.zeros((0, width), np.int64)
-
-    first = results[0]
-    fields = dict(
-        chunks=rows("chunks", 5),
-        weight_transfers=rows("weight_transfers", 4),
-        device_loads=np.stack([r.device_loads for r in results]),
-        max_load=np.array([r.max_load for r in results], dtype=np.int64),
-        lower_bound=np.array([r.lower_bound for r in results], dtype=np.int64),
-        capacity=np.array([r.capacity for r in results], dtype=np.int64),
-        method=np.array([r.method for r in results], dtype=str),
-        imbalance_ratio=np.array([r.imbalance_ratio for r in results], dtype=np.float64),
-        forced=np.array([r.forced for r in results], dtype=np.int64),
-        peak_memory=None if first.peak_memory is None else np.stack([r.peak_memory for r in results]),
-        feasible=np.array([r.feasible for r in results], dtype=bool),
-        placement=first.placement,
-    )
-    return PlanResult(**fields)
-
-
 # --------------------------------------------------------------------------------------------------
 # the public functions
 # --------------------------------------------------------------------------------------------------
@@ -376,39 +351,42 @@ def llep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, capacity_fa
     foreign = None if limit is None else max_foreign_from_bytes(limit, expert_bytes, pi, P)
 
     L = batch.shape[0]
-    ratios = [imbalance_ratio(batch[i], pi, P, imbalance_metric) for i in range(L)]
-    caps = np.array([_capacity(totals[i], P, capacity_factor) for i in range(L)], dtype=np.int64)
-    active = np.array([imbalance_threshold is None or not ratios[i] < imbalance_threshold for i in range(L)])
-    planned = {}
-    stranded_layers = []
-    if active.any():
+    ratios = native_ratios(batch, pi, P, imbalance_metric)
+    caps = np.array([_capacity(t, P, capacity_factor) for t in totals.tolist()], dtype=np.int64)
+    if foreign is None:
+        lower = -(-totals // P)
+    else:
+        lower = np.array([lower_bound(batch[i], P, foreign) for i in range(L)], dtype=np.int64)
+    active = np.ones(L, dtype=bool) if imbalance_threshold is None else ~(ratios < imbalance_threshold)
+    forced = np.zeros(L, dtype=np.int64)
+    stranded = np.zeros(L, dtype=bool)
+    if active.all():
+        chunks, offsets, forced, stranded = _run(batch, pi, caps, min_chunk, P, limit, expert_bytes, token_bytes,
+                                                 workers if callable(workers) else threads)
+    elif not active.any():
+        chunks, offsets = standard_layers(batch, pi)
+    else:  # some layers gated: the planner on the others, the standard plan on these, in layer order
         rows = np.flatnonzero(active)
-        sub = batch if active.all() else np.ascontiguousarray(batch[rows])
-        chunks, offsets, forced, stranded = _run(sub, pi, caps[rows], min_chunk, P, limit, expert_bytes,
-                                                 token_bytes, workers if callable(workers) else threads)
-        for j, i in enumerate(rows):
-            planned[int(i)] = (chunks[offsets[j]:offsets[j + 1]], int(forced[j]), bool(stranded[j]))
-            if stranded[j]:
-                stranded_layers.append(int(i))
-    results = []
-    for i in range(L):
-        lower = lower_bound(batch[i], P, foreign)
-        if i in planned:
-            chunks_i, forced_i, stranded_i = planned[i]
-            method = "llep"
-        else:
-            chunks_i, forced_i, stranded_i, method = standard_chunks(batch[i], pi), 0, False, "standard"
-        res = plan_result(batch[i], pi, P, chunks_i, method=method, capacity=int(caps[i]), imbalance=ratios[i],
-                          forced=forced_i, lower=lower, expert_bytes=expert_bytes, token_bytes=token_bytes,
-                          memory_limit=limit)
-        if stranded_i:
-            res.feasible = False
-        results.append(res)
-    if stranded_layers:
-        where = "" if single else f" (layers {stranded_layers[:10]}{'...' if len(stranded_layers) > 10 else ''})"
+        k_chunks, k_offsets, k_forced, k_stranded = _run(np.ascontiguousarray(batch[rows]), pi, caps[rows],
+                                                         min_chunk, P, limit, expert_bytes, token_bytes,
+                                                         workers if callable(workers) else threads)
+        s_chunks, s_offsets = standard_layers(batch, pi)
+        forced[rows], stranded[rows] = k_forced, k_stranded
+        where = {int(i): j for j, i in enumerate(rows)}
+        parts = [k_chunks[k_offsets[where[i]]:k_offsets[where[i] + 1]] if i in where
+                 else s_chunks[s_offsets[i]:s_offsets[i + 1]] for i in range(L)]
+        chunks = np.concatenate(parts)
+        offsets = np.zeros(L + 1, dtype=np.int64)
+        np.cumsum([len(part) for part in parts], out=offsets[1:])
+    res = layers_result(batch, pi, P, chunks, offsets, method=np.where(active, "llep", "standard"), capacity=caps,
+                        imbalance=ratios, forced=forced, lower=lower, expert_bytes=expert_bytes,
+                        token_bytes=token_bytes, memory_limit=limit, stranded=stranded, single=single)
+    if stranded.any():
+        layers = np.flatnonzero(stranded).tolist()
+        where = "" if single else f" (layers {layers[:10]}{'...' if len(layers) > 10 else ''})"
         warnings.warn(f"llep_plan: no device had the memory to receive some overflow{where}; it stayed on its "
                       "native device and the plan is marked feasible=False", RuntimeWarning, stacklevel=2)
-    return results[0] if single else _stack(results)
+    return res
 
 
 @constraints(loads="array1d", placement=("int>=1", "array1d"), expert_bytes="real>=0", token_bytes="real>=0",
@@ -496,12 +474,10 @@ def standard_ep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, expe
     """
     batch, single, pi, P, totals = _layers_and_placement(loads, placement, num_devices)
     _, expert_bytes, token_bytes = _memory_args(None, expert_bytes, token_bytes, batch.shape[1], totals, P)
-    results = []
-    for i in range(batch.shape[0]):
-        loads_i = batch[i]
-        total = int(totals[i])
-        results.append(plan_result(loads_i, pi, P, standard_chunks(loads_i, pi), method="standard",
-                                   capacity=-(-total // P), imbalance=imbalance_ratio(loads_i, pi, P, "device"),
-                                   forced=0, lower=lower_bound(loads_i, P), expert_bytes=expert_bytes,
-                                   token_bytes=token_bytes, memory_limit=None))
-    return results[0] if single else _stack(results)
+    L = batch.shape[0]
+    chunks, offsets = standard_layers(batch, pi)
+    lower = -(-totals // P)
+    return layers_result(batch, pi, P, chunks, offsets, method=np.full(L, "standard"), capacity=lower,
+                         imbalance=native_ratios(batch, pi, P, "device"), forced=np.zeros(L, dtype=np.int64),
+                         lower=lower, expert_bytes=expert_bytes, token_bytes=token_bytes, memory_limit=None,
+                         single=single)

@@ -284,3 +284,85 @@ def plan_result(loads: np.ndarray, pi: np.ndarray, P: int, chunks: np.ndarray, *
                   feasible=feasible, placement=np.array(pi, dtype=np.int64))
     fields.update(extra)
     return PlanResult(**fields)
+
+
+def layers_result(batch: np.ndarray, pi: np.ndarray, P: int, chunks: np.ndarray, offsets: np.ndarray, *,
+                  method: np.ndarray, capacity: np.ndarray, imbalance: np.ndarray, forced: np.ndarray,
+                  lower: np.ndarray, expert_bytes: float | None, token_bytes: float,
+                  memory_limit: np.ndarray | None, stranded: np.ndarray | None = None,
+                  single: bool = False) -> PlanResult:
+    """The plan Result of L layers at once, vectorised over the layers (what :func:`plan_result` gives for one
+    layer, for each layer, stacked).
+
+    ``chunks`` (K, 4) holds the layers' chunk lists one after the other, layer i's in rows
+    ``offsets[i]:offsets[i + 1]``; the per-layer arguments are arrays of length L. With ``single`` (L = 1)
+    the fields are those of one layer (:func:`plan_result`'s); else chunks become (K, 5) rows (layer,
+    expert, device, start, stop), weight transfers (W, 4) rows (layer, expert, src, dst), and every other
+    field gains a leading layer axis. ``stranded`` marks layers the memory limit left infeasible.
+    """
+    L, N = batch.shape
+    chunks = np.asarray(chunks, dtype=np.int64).reshape(-1, 4)
+    layer = np.repeat(np.arange(L, dtype=np.int64), np.diff(offsets))
+    experts, devices = chunks[:, 0], chunks[:, 1]
+    sizes = chunks[:, 3] - chunks[:, 2]
+    cells = layer * P + devices if L > 1 else devices
+    if len(sizes) and int(batch.sum(axis=1).max()) < 2**53:  # float sums are exact: bincount
+        device_loads = np.bincount(cells, weights=sizes, minlength=L * P).astype(np.int64).reshape(L, P)
+    else:
+        device_loads = np.zeros(L * P, dtype=np.int64)
+        np.add.at(device_loads, cells, sizes)
+        device_loads = device_loads.reshape(L, P)
+    away = np.flatnonzero(devices != pi[experts])
+    if len(away):
+        keys = (layer[away] * N + experts[away]) * P + devices[away]
+        _, first = np.unique(keys, return_index=True)
+        first = away[np.sort(first)]  # rows of the chunks that copy an expert, in plan order
+    else:
+        first = away
+    t_layer, t_expert, t_dst = layer[first], experts[first], devices[first]
+    peak = None
+    feasible = np.ones(L, dtype=bool) if stranded is None else ~np.asarray(stranded, dtype=bool)
+    if expert_bytes is not None:
+        hosted = np.bincount(pi, minlength=P)[None, :] + np.bincount(t_layer * P + t_dst,
+                                                                     minlength=L * P).reshape(L, P)
+        peak = hosted * expert_bytes + device_loads * token_bytes
+        if memory_limit is not None:
+            feasible &= np.all(peak <= memory_limit * (1 + 1e-12), axis=1)
+    max_load = device_loads.max(axis=1) if P else np.zeros(L, dtype=np.int64)
+    if single:
+        return PlanResult(chunks=chunks, weight_transfers=np.column_stack([t_expert, pi[t_expert], t_dst]),
+                          device_loads=device_loads[0], max_load=int(max_load[0]), lower_bound=int(lower[0]),
+                          capacity=int(capacity[0]), method=str(method[0]), imbalance_ratio=float(imbalance[0]),
+                          forced=int(forced[0]), peak_memory=None if peak is None else peak[0],
+                          feasible=bool(feasible[0]), placement=np.array(pi, dtype=np.int64))
+    return PlanResult(chunks=np.column_stack([layer, chunks]),
+                      weight_transfers=np.column_stack([t_layer, t_expert, pi[t_expert], t_dst]),
+                      device_loads=device_loads, max_load=max_load.astype(np.int64),
+                      lower_bound=np.asarray(lower, dtype=np.int64), capacity=np.asarray(capacity, dtype=np.int64),
+                      method=np.asarray(method, dtype=str), imbalance_ratio=np.asarray(imbalance, dtype=np.float64),
+                      forced=np.asarray(forced, dtype=np.int64), peak_memory=peak, feasible=feasible,
+                      placement=np.array(pi, dtype=np.int64))
+
+
+def standard_layers(batch: np.ndarray, pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Standard EP for L layers: (chunks (K, 4), offsets (L + 1,)), each layer's experts with load > 0 in id
+    order on their native devices (what :func:`standard_chunks` gives per layer)."""
+    rows, experts = np.nonzero(batch)
+    chunks = np.column_stack([experts, pi[experts], np.zeros_like(experts), batch[rows, experts]]).astype(np.int64)
+    offsets = np.zeros(batch.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=batch.shape[0]), out=offsets[1:])
+    return chunks, offsets
+
+
+def native_ratios(batch: np.ndarray, pi: np.ndarray, P: int, metric: str) -> np.ndarray:
+    """:func:`imbalance_ratio` of every layer of ``batch`` (L, N), vectorised."""
+    if metric == "device":
+        L = batch.shape[0]
+        cells = pi if L == 1 else (np.arange(L, dtype=np.int64)[:, None] * P + pi).ravel()
+        values = np.bincount(cells, weights=batch.ravel(), minlength=L * P).reshape(L, P)
+    else:
+        values = batch.astype(np.float64)
+    mean = values.mean(axis=1)
+    top = values.max(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(mean > 0, top / np.where(mean > 0, mean, 1.0), 1.0)
