@@ -62,6 +62,7 @@ def test_benchmark_measures_both_methods_on_the_same_layer():
     res = benchmark_llep(tokens=96, hidden_size=8, intermediate_size=16, num_experts=8, top_k=2, repeats=2,
                          backward=True, min_chunk=4, timeout=240)
     assert len(res.ep_times) == len(res.llep_times) == 2 and res.ep_time > 0 and res.llep_time > 0
+    assert res.ep_cpu_time > 0 and res.llep_cpu_time > 0 and res.cpu_speedup == res.ep_cpu_time / res.llep_cpu_time
     assert res.loads.shape == (8, 2) and res.loads.sum() == 2 * 96 * 2
     # 95 % of the tokens go to experts 0..3, all native on rank 0: standard EP loads rank 0, LLEP halves it
     assert res.loads[:4].sum() >= 0.9 * res.loads.sum()
