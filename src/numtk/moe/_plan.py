@@ -21,7 +21,7 @@ from numtk._lib._validation import as_array, check_int, check_real
 
 __all__ = ["as_loads", "as_placement", "check_memory", "lower_bound", "max_foreign_from_bytes",
            "plan_result", "standard_chunks", "imbalance_ratio",
-           "PlanResult", "device_loads_of"]
+           "PlanResult", "layers_result", "standard_layers", "native_ratios"]
 
 #: loads and chunk offsets stay below this, so that sums over experts cannot overflow int64
 MAX_TOTAL = 2**62
@@ -249,41 +249,23 @@ class PlanResult(Result):
         return super().__repr__()
 
 
-def device_loads_of(chunks: np.ndarray, P: int) -> np.ndarray:
-    """Slots computed on each device (the column sums of the dense assignment), in exact integers."""
-    loads = np.zeros(P, dtype=np.int64)
-    np.add.at(loads, chunks[:, 1], chunks[:, 3] - chunks[:, 2])
-    return loads
-
-
 def plan_result(loads: np.ndarray, pi: np.ndarray, P: int, chunks: np.ndarray, *, method: str, capacity: int,
                 imbalance: float, forced: int, lower: int, expert_bytes: float | None, token_bytes: float,
                 memory_limit: np.ndarray | None, **extra: Any) -> Result:
-    """The plan Result of one layer from its chunk list (rows expert, device, start, stop; plan order).
+    """The plan Result of one layer from its chunk list (rows expert, device, start, stop; plan order): the
+    one-layer case of :func:`layers_result`, with ``extra`` fields added (or replacing computed ones).
 
     The Result also keeps ``placement`` (int64 (N,), the native device of each expert): the simulator and the
     executor need it for the weights every device holds (experts with no load included). Its ``assignment``
     is built on first use (:class:`PlanResult`)."""
     chunks = np.asarray(chunks, dtype=np.int64).reshape(-1, 4)
-    foreign = chunks[chunks[:, 1] != pi[chunks[:, 0]]]
-    if len(foreign):
-        _, first = np.unique(foreign[:, 0] * P + foreign[:, 1], return_index=True)
-        foreign = foreign[np.sort(first)]
-    transfers = np.column_stack([foreign[:, 0], pi[foreign[:, 0]], foreign[:, 1]]).astype(np.int64)
-    device_loads = device_loads_of(chunks, P)
-    peak = None
-    feasible = True
-    if expert_bytes is not None:
-        hosted = np.bincount(pi, minlength=P) + np.bincount(transfers[:, 2], minlength=P)
-        peak = hosted * expert_bytes + device_loads * token_bytes
-        if memory_limit is not None:
-            feasible = bool(np.all(peak <= memory_limit * (1 + 1e-12)))
-    fields = dict(chunks=chunks, weight_transfers=transfers, device_loads=device_loads,
-                  max_load=int(device_loads.max()) if P else 0, lower_bound=int(lower), capacity=int(capacity),
-                  method=method, imbalance_ratio=float(imbalance), forced=int(forced), peak_memory=peak,
-                  feasible=feasible, placement=np.array(pi, dtype=np.int64))
-    fields.update(extra)
-    return PlanResult(**fields)
+    res = layers_result(np.asarray(loads, dtype=np.int64).reshape(1, -1), pi, P, chunks,
+                        np.array([0, len(chunks)], dtype=np.int64), method=np.array([method]),
+                        capacity=np.array([capacity]), imbalance=np.array([imbalance]), forced=np.array([forced]),
+                        lower=np.array([lower]), expert_bytes=expert_bytes, token_bytes=token_bytes,
+                        memory_limit=memory_limit, single=True)
+    res.__dict__.update(extra)
+    return res
 
 
 def layers_result(batch: np.ndarray, pi: np.ndarray, P: int, chunks: np.ndarray, offsets: np.ndarray, *,
