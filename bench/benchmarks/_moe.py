@@ -43,12 +43,56 @@ def zipf_layer(N: int, P: int, *, rng: int = 0):
 
 
 def compare_planner(quick: bool = False) -> None:
+    """The compiled planner (``llep_plan`` and its core) against the tests' pure-Python transcription and,
+    when importable, the paper's own planner.
+
+    The paper's planner is ``compute_llep_lpt_plan`` of the LeastLoadedEP repository
+    (SalesforceAIResearch/LeastLoadedEP, ``llep/gpt_oss_llep.py``), found by ``from llep.gpt_oss_llep
+    import compute_llep_lpt_plan`` when that repository is on ``PYTHONPATH``; its module also imports
+    ``transformers``. It is timed on the same layers, given as CPU torch tensors, with the same capacity
+    factor (1) and minimum chunk (1024); its chunks, in its visit order with consecutive pieces of one
+    expert on one device merged, are compared with ``llep_plan``'s (these layers have T divisible by P, so
+    its capacity ``int(alpha * (T // P))`` equals numtk's ``ceil(alpha * T / P)``).
+    """
     from numtk.moe import _moe_ext, llep_plan
 
+    def anchor_planner():
+        """(compute_llep_lpt_plan or None, why it is missing)."""
+        try:
+            from llep.gpt_oss_llep import compute_llep_lpt_plan
+        except ModuleNotFoundError as exc:
+            if exc.name in ("llep", "llep.gpt_oss_llep"):
+                return None, ("anchor column off: put the LeastLoadedEP repository (github.com/"
+                              "SalesforceAIResearch/LeastLoadedEP) on PYTHONPATH to time its "
+                              "compute_llep_lpt_plan beside llep_plan")
+            return None, (f"anchor column off: llep.gpt_oss_llep is on the path but needs `{exc.name}`, "
+                          f"which is not installed (install it to time compute_llep_lpt_plan)")
+        except Exception as exc:  # an incompatible version of the repository, or a failing dependency
+            return None, f"anchor column off: importing compute_llep_lpt_plan failed: {type(exc).__name__}: {exc}"
+        return compute_llep_lpt_plan, ""
+
+    def anchor_chunks(plan) -> np.ndarray:
+        """The anchor plan's ``lpt_plan`` (expert -> [(device, start, stop), ...], in visit order) as rows
+        (expert, device, start, stop), consecutive contiguous pieces of one expert on one device merged."""
+        rows: list[list[int]] = []
+        for e, pieces in plan.lpt_plan.items():
+            for d, lo, hi in pieces:
+                if rows and rows[-1][0] == e and rows[-1][1] == d and rows[-1][3] == lo:
+                    rows[-1][3] = int(hi)
+                else:
+                    rows.append([int(e), int(d), int(lo), int(hi)])
+        return np.asarray(rows, dtype=np.int64).reshape(-1, 4)
+
+    anchor, why = anchor_planner()
+    if anchor is not None:
+        import torch
     ref = _reference()
     print("LLEP planner, Zipf layers (T/P = 131072, min_chunk 1024, gate off):")
-    print(f"  {'N':>6} {'P':>5} {'llep_plan':>12} {'compiled core':>14} {'Python ref.':>12} {'ref./call':>10} "
-          f"{'ref./core':>10}  same chunks")
+    head = (f"  {'N':>6} {'P':>5} {'llep_plan':>12} {'compiled core':>14} {'Python ref.':>12} {'ref./call':>10} "
+            f"{'ref./core':>10}  same chunks")
+    if anchor is not None:
+        head += f"  {'anchor':>10} {'anchor/call':>11}  same as anchor"
+    print(head)
     for N, P in PLANNER_SIZES:
         loads, placement = zipf_layer(N, P)
         cap = ref.capacity(int(loads.sum()), P)
@@ -59,15 +103,36 @@ def compare_planner(quick: bool = False) -> None:
                  "python": lambda: ref.llep_reference(loads, placement, P, cap, 1024)}
         small = N * P < 10_000
         reps = {"llep_plan": 201 if small else 21, "core": 2001 if small else 41, "python": 51 if small else 3}
+        # the anchor's layout is contiguous blocks of N / P experts: only such layers go to it
+        with_anchor = anchor is not None and N % P == 0
+        if with_anchor:
+            counts = torch.from_numpy(loads.astype(np.int64))
+            calls["anchor"] = lambda: anchor(counts, P, 0, N // P, max_tokens_factor=1.0, min_tokens_per_gemm=1024)
+            reps["anchor"] = 51 if small else 5
         if quick:
             reps = {k: max(3, v // 5) for k, v in reps.items()}
-        t = interleaved(calls, reps)
+        t = interleaved(calls, reps, errors="record")
+        for name, exc in t.errors.items():
+            if name != "anchor":
+                raise exc
         plan = t.results["llep_plan"]
         same = np.array_equal(plan.chunks, np.asarray(t.results["python"][0], dtype=np.int64).reshape(-1, 4))
         m = t.medians
-        print(f"  {N:>6} {P:>5} {m['llep_plan'] * 1e6:>10.1f}us {m['core'] * 1e6:>12.1f}us "
-              f"{m['python'] * 1e3:>10.2f}ms {t.ratio('python', 'llep_plan'):>9.1f}x {t.ratio('python', 'core'):>9.1f}x"
-              f"  {same}")
+        line = (f"  {N:>6} {P:>5} {m['llep_plan'] * 1e6:>10.1f}us {m['core'] * 1e6:>12.1f}us "
+                f"{m['python'] * 1e3:>10.2f}ms {t.ratio('python', 'llep_plan'):>9.1f}x "
+                f"{t.ratio('python', 'core'):>9.1f}x  {str(same):>11}")
+        if anchor is not None:
+            if "anchor" in t.errors:
+                exc = t.errors["anchor"]
+                line += f"  anchor failed: {type(exc).__name__}: {exc}"
+            elif not with_anchor:
+                line += f"  {'-':>10} {'-':>11}  (N not a multiple of P)"
+            else:
+                a_same = np.array_equal(plan.chunks, anchor_chunks(t.results["anchor"]))
+                line += f"  {m['anchor'] * 1e3:>8.2f}ms {t.ratio('anchor', 'llep_plan'):>10.1f}x  {a_same}"
+        print(line)
+    if anchor is None:
+        print("  " + why)
 
 
 def compare_milp(quick: bool = False) -> None:
