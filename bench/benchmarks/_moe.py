@@ -180,21 +180,44 @@ def compare_eplb(quick: bool = False) -> None:
 
 
 def compare_distributed(quick: bool = False) -> None:
-    """LLEP against standard EP carried out under torch.distributed (gloo, 2 processes), with the simulator's
-    prediction for the same layer beside it."""
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        print("torch.distributed executor: torch is not installed (pip install \"numtk[torch]\")")
-        return
-    from numtk.torch import llep as tllep
+    """LLEP against standard EP carried out under torch.distributed (gloo, 2 processes, 95 % of the tokens to 4
+    hot experts), with the simulator's prediction for the same loads beside it and for more devices."""
+    from numtk.moe import hot_expert_loads, llep_plan, simulate_ep, standard_ep_plan
 
-    bench = getattr(tllep, "benchmark_executor", None)
-    if bench is None:
-        print("torch.distributed executor: numtk.torch.llep has no benchmark_executor")
+    try:
+        from numtk.torch.llep import benchmark_llep
+    except ImportError as exc:
+        print(f"torch.distributed executor: {exc}")
         return
-    res = bench(quick=quick)
-    print(res if isinstance(res, str) else getattr(res, "report", res))
+    D, H, N = 256, 512, 16
+    cost = {"hidden_size": D, "intermediate_size": H, "num_matrices": 3, "dtype_bytes": 4}
+    print(f"LLEP under torch.distributed (gloo, 2 processes, 4096 tokens per rank, N = {N}, D = {D}, H = {H}, "
+          "top-4, 95 % to 4 hot experts, float32):")
+    print(f"  {'step':<18} {'EP s':>7} {'LLEP s':>7} {'wall':>6} {'busiest-rank CPU':>17} {'max loads EP/LLEP':>18} "
+          f"{'sim. unit':>9} {'sim. roofline':>13}")
+    for backward in (False, True):
+        res = benchmark_llep(world_size=2, tokens=4096, hidden_size=D, intermediate_size=H, num_experts=N,
+                             repeats=3 if quick else 7, backward=backward)
+        loads = np.asarray(res.loads)
+        ep, ll = standard_ep_plan(loads.sum(axis=1), 2), llep_plan(loads.sum(axis=1), 2, min_chunk=64,
+                                                                      imbalance_threshold=None)
+        sim = {name: simulate_ep(ep, m, loads=loads).step_time / simulate_ep(ll, m, loads=loads).step_time
+               for name, m in (("unit", "unit"), ("model", cost))}
+        print(f"  {'forward + backward' if backward else 'forward':<18} {res.ep_time:>7.3f} {res.llep_time:>7.3f} "
+              f"{res.speedup:>5.2f}x {res.cpu_speedup:>16.2f}x {res.ep_max_load:>9}/{res.llep_max_load:<8} "
+              f"{sim['unit']:>8.2f}x {sim['model']:>8.2f}x")
+    print("  (sim. roofline: the 'h200' rates with this layer's D, H and float32; wall-clock needs a free core per "
+          "rank, the busiest rank's CPU time shows the balance on a shared machine)")
+    print("  simulated speed-up on more devices (same routing, 4096 tokens per device, 'unit' / 'h200' with "
+          f"D = {D}, H = {H}):")
+    for P in (2, 4, 8, 16):
+        loads = hot_expert_loads(N, 4096, top_k=4, hot_fraction=0.95, num_hot=4, num_sources=P, style="anchor")
+        ep, ll = standard_ep_plan(loads, P), llep_plan(loads, P, min_chunk=64, imbalance_threshold=None)
+        unit = simulate_ep(ep).step_time / simulate_ep(ll).step_time
+        h200 = simulate_ep(ep, "h200").step_time / simulate_ep(ll, "h200").step_time
+        small = simulate_ep(ep, cost).step_time / simulate_ep(ll, cost).step_time
+        print(f"    P = {P:>2}: {unit:5.2f}x unit, {h200:5.2f}x h200 (gpt-oss expert shape), {small:5.2f}x h200 rates "
+              f"with this layer's D, H")
 
 
 def compare(quick: bool = False) -> None:
