@@ -87,6 +87,16 @@ def _counterfactual(demo, path: str) -> None:
     demo.plot_synthetic(path, families=families)
 
 
+def _llep(demo, path: str) -> None:
+    # the demo's figure as it is: the paper's benchmark configuration (128 experts on 8 devices, top-4, 32768
+    # tokens per device, 4 hot experts) at 20 hot shares, simulated under the 'unit' and 'h200' cost models (the
+    # plans and the simulator are fast: well under a second for the whole curve)
+    import numpy as np
+
+    shares = np.round(np.linspace(0.0, 0.95, 20), 3)
+    demo.plot_speedups(demo.hot_share_table(shares), path)
+
+
 @dataclass(frozen=True)
 class DemoFigure:
     """How the docs draw one demo's figure."""
@@ -110,6 +120,11 @@ FIGURES: dict[str, DemoFigure] = {
     "counterfactual": DemoFigure(_counterfactual, ("plot_synthetic",),
                                  "one ``synthetic_2d`` group, as ``python -m numtk demo counterfactual --plot FILE`` "
                                  "draws it"),
+    "llep": DemoFigure(_llep, ("hot_share_table", "plot_speedups"),
+                       "LLEP against standard EP on the paper's benchmark configuration (128 experts on 8 devices, "
+                       "top-4, 32768 tokens per device, 4 hot experts) at 20 hot shares from 0 to 0.95, simulated "
+                       "under the ``'unit'`` and ``'h200'`` cost models, as ``python -m numtk demo llep --plot FILE`` "
+                       "draws it"),
 }
 
 
