@@ -254,7 +254,7 @@ def _brute_kw(kw):
                 expert_bytes=kw.get("expert_bytes", 0.0), token_bytes=kw.get("token_bytes", 0.0))
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, 1, 2, 3, 4, 5])
 def test_brute_force_lexicographic(seed):
     for loads, pi, P, kw in _tiny_instances(seed, 45):
         res = optimal_plan(loads, pi, num_devices=P, **kw)
@@ -268,6 +268,15 @@ def test_brute_force_lexicographic(seed):
         assert res.lower_bound <= expected[0]
         if kw.get("max_foreign") is not None:
             assert np.all(np.bincount(res.weight_transfers[:, 2], minlength=P) <= kw["max_foreign"])
+
+
+def test_an_expert_moved_whole_counts_as_a_transfer():
+    # expert 3 (6 slots) can move whole to device 1, leaving its native entry empty: one transfer, and the
+    # lexicographic optimum has exactly one (a count of nonzeros less nonzero loads would see zero there)
+    loads, pi = [3, 1, 1, 6], [0, 0, 1, 0]
+    res = optimal_plan(loads, pi, max_foreign=[0, 2])
+    assert (res.max_load, n_transfers(res), res.status) == (6, 1, 0)
+    assert brute_force(np.array(loads), np.array(pi), 2, max_foreign=np.array([0, 2])) == (6, 1)
 
 
 def test_brute_force_weighted():

@@ -61,6 +61,15 @@ def _as_max_foreign(max_foreign: Any, P: int) -> np.ndarray | None:
     return arr.astype(np.int64)
 
 
+def _transfers(x: np.ndarray, pi: np.ndarray) -> int:
+    """Weight transfers of the assignment ``x`` (N, P): the (expert, device) pairs with slots away from the
+    expert's native device. (Not the nonzeros of x less the nonzero loads: an expert moved whole to another
+    device leaves its native entry at 0 and still costs one transfer.)"""
+    away = x > 0
+    away[np.arange(len(pi)), pi] = False
+    return int(np.count_nonzero(away))
+
+
 def _chunks_from_assignment(x: np.ndarray, pi: np.ndarray) -> np.ndarray:
     """One chunk per (expert, device) with x > 0: per expert the native device first, then the others in
     id order, as contiguous ranges of the expert's slots."""
@@ -430,7 +439,7 @@ def optimal_plan(loads: ArrayLike, placement: ArrayLike | int, *, min_chunk: int
 
     References
     ----------
-    .. [1] T. Nguyen, S. Pandit, A. Xu, C. Xiong, S. Joty, "Least-Loaded Expert Parallelism: Load
+    .. [1] X.-P. Nguyen, S. Pandit, A. Xu, C. Xiong, S. Joty, "Least-Loaded Expert Parallelism: Load
        Balancing An Imbalanced Mixture-of-Experts", ICML 2026, arXiv:2601.17111.
     .. [2] F. Schalekamp, R. Sitters, S. van der Ster, L. Stougie, V. Verdugo, A. van Zuylen,
        "Split scheduling with uniform setup times", Journal of Scheduling 18, 2015.
@@ -522,7 +531,7 @@ def optimal_plan(loads: ArrayLike, placement: ArrayLike | int, *, min_chunk: int
 
     def transfer_gap(x: np.ndarray, z: int) -> float:
         fewest = _fewest_transfers(loads_arr, pi, P, z)
-        transfers = int(np.count_nonzero(x) - np.count_nonzero(loads_arr))
+        transfers = _transfers(x, pi)
         return (transfers - fewest) / max(transfers, 1)
 
     # stage 1 (or the one weighted stage): the least max load. Without memory limits and chunk rule it is
@@ -570,7 +579,7 @@ def optimal_plan(loads: ArrayLike, placement: ArrayLike | int, *, min_chunk: int
         if standard_ok and standard_max <= z1:
             return finish(standard, _OPTIMAL, 0.0, "optimal: the standard plan reaches the least max load")
         x = polished(*first)
-        transfers = int(np.count_nonzero(x) - np.count_nonzero(loads_arr))
+        transfers = _transfers(x, pi)
         fewest = _fewest_transfers(loads_arr, pi, P, z1)
         if transfers <= fewest:
             return finish(x, _OPTIMAL, 0.0, "optimal: least max load, with as few transfers as any plan needs")
