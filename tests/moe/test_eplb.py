@@ -1,8 +1,11 @@
 """DeepSeek's EPLB (eplb_rebalance) and the GPU loads of current loads under its placement
 (eplb_device_loads), against the golden example of the EPLB README, hand-checked cases, a literal
-pure-Python transcription of the algorithm and brute force."""
+pure-Python transcription of the algorithm, the placement rules checked directly on small random instances
+(exact fractions, brute force) and the two policies where they must agree."""
 
 import itertools
+import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -360,3 +363,116 @@ def test_device_loads_validation():
         eplb_device_loads(res, WEIGHT[0], -3)
     with pytest.raises(TypeError, match="`layer`"):
         eplb_device_loads(res, WEIGHT[0], 1.0)
+
+
+# --------------------------------------------------------------------------------------------------
+# the rules checked directly on small random instances (brute force, exact fractions)
+# --------------------------------------------------------------------------------------------------
+def _compositions(total, parts):
+    """Every way to write ``total`` as an ordered sum of ``parts`` integers >= 1."""
+    for cuts in itertools.combinations(range(1, total), parts - 1):
+        bounds = (0,) + cuts + (total,)
+        yield [bounds[i + 1] - bounds[i] for i in range(parts)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_placement_rules_on_small_random_instances(seed):
+    rng = np.random.default_rng(200 + seed)
+    checked = 0
+    for trial in range(30):
+        nodes = int(rng.integers(1, 4))
+        groups = nodes * int(rng.integers(1, 3))
+        if trial % 5 == 4 and nodes > 1:
+            groups += 1                                            # num_groups % num_nodes != 0: global
+        group_size = int(rng.integers(1, 3))
+        E = groups * group_size
+        gpus = nodes * int(rng.integers(1, 3))
+        per_gpu = -(-E // gpus) + int(rng.integers(0, 3))
+        R = per_gpu * gpus
+        w = rng.integers(0, 10, size=(2, E))                       # small integers: many ties
+        res = eplb_rebalance(w, R, groups, nodes, gpus)
+        hier = groups % nodes == 0
+        assert res.policy == ("hierarchical" if hier else "global")
+        eff_nodes = nodes if hier else 1
+        node_slots = R // eff_nodes
+        _check_log2phy(res)
+        for layer in range(2):
+            phy, cnt = res.phy2log[layer], res.logcnt[layer]
+            # R / G replicas per GPU, every expert at least one, the counts are those of phy2log
+            assert phy.shape == (R,) and R % gpus == 0 and np.all(cnt >= 1) and cnt.sum() == R
+            np.testing.assert_array_equal(np.bincount(phy, minlength=E), cnt)
+            # each expert's replicas on a single node (the node's slots are its GPUs' slots)
+            node_of_expert = np.full(E, -1)
+            for s, e in enumerate(phy):
+                assert node_of_expert[e] in (-1, s // node_slots)
+                node_of_expert[e] = s // node_slots
+            if hier:
+                # every group whole on one node, and every node gets exactly num_groups / num_nodes groups
+                node_of_group = node_of_expert.reshape(groups, group_size)
+                assert np.all(node_of_group == node_of_group[:, :1])
+                np.testing.assert_array_equal(np.bincount(node_of_group[:, 0], minlength=nodes),
+                                              groups // nodes)
+            # replica counts on each node: the highest-averages rule
+            for node in range(eff_nodes):
+                mine = np.flatnonzero(node_of_expert == node)
+                c = {e: int(cnt[e]) for e in mine}
+                q = {e: Fraction(int(w[layer, e]), c[e]) for e in mine}
+                assert sum(c.values()) == node_slots
+                # no expert can hand a replica to another of its node and lower the larger of their loads
+                for a in mine:
+                    for b in mine:
+                        if a != b and c[a] >= 2:
+                            moved = max(Fraction(int(w[layer, a]), c[a] - 1), Fraction(int(w[layer, b]), c[b] + 1))
+                            assert moved >= max(q[a], q[b])
+                # and the largest load per replica is the least any counts >= 1 give (brute force, where
+                # the counts to try are few; most nodes qualify)
+                if math.comb(node_slots - 1, len(mine) - 1) > 3000:
+                    continue
+                checked += 1
+                best = min(max(Fraction(int(w[layer, e]), k) for e, k in zip(mine, comp))
+                           for comp in _compositions(node_slots, len(mine)))
+                assert max(q.values()) == best
+            # the GPU loads are the even shares of the weights
+            shares = w[layer, phy] / cnt[phy]
+            np.testing.assert_allclose(res.device_loads[layer], shares.reshape(gpus, -1).sum(axis=1),
+                                       rtol=1e-12)
+    assert checked >= 60
+
+
+# --------------------------------------------------------------------------------------------------
+# the two policies where they must agree
+# --------------------------------------------------------------------------------------------------
+def test_global_policy_equals_one_group_on_one_node():
+    rng = np.random.default_rng(5)
+    for E, R, groups, nodes, gpus in [(6, 8, 3, 2, 4), (12, 18, 4, 3, 6), (12, 18, 6, 4, 8), (10, 10, 5, 2, 2),
+                                      (9, 12, 9, 2, 4), (8, 16, 4, 3, 3 * 4)]:
+        if R % gpus:
+            R = gpus * -(-R // gpus)
+        for w in (rng.integers(0, 4, size=(3, E)), rng.random((3, E))):
+            glob = eplb_rebalance(w, R, groups, nodes, gpus)
+            one = eplb_rebalance(w, R, 1, 1, gpus)
+            assert glob.policy == "global" and one.policy == "hierarchical"
+            for f in ("phy2log", "log2phy", "logcnt", "device_loads", "max_load"):
+                np.testing.assert_array_equal(glob[f], one[f])
+
+
+def test_one_node_matches_global_policy_without_ties():
+    # On one node the groups only change the order in which the node lists its experts, which decides
+    # ties and nothing else: with continuous random weights (no ties) the placement is the global one.
+    rng = np.random.default_rng(6)
+    w = rng.random((4, 12))
+    for groups in (2, 3, 4, 6, 12):
+        for R, gpus in [(12, 4), (16, 4), (18, 6), (24, 2)]:
+            hier = eplb_rebalance(w, R, groups, 1, gpus)
+            flat = eplb_rebalance(w, R, 1, 1, gpus)
+            for f in ("phy2log", "log2phy", "logcnt", "device_loads"):
+                np.testing.assert_array_equal(hier[f], flat[f])
+
+
+def test_equal_quotients_go_to_the_expert_listed_first_on_its_node():
+    # groups (0, 1) and (2, 3) with loads 1 and 2 on one node: the node lists group 1 first, so the one
+    # extra replica goes to expert 2 (quotient 1, tied with experts 0 and 3); the global policy lists the
+    # experts by id and gives it to expert 0.
+    w = [1, 0, 1, 1]
+    np.testing.assert_array_equal(eplb_rebalance(w, 5, 2, 1, 1).logcnt, [[1, 1, 2, 1]])
+    np.testing.assert_array_equal(eplb_rebalance(w, 5, 1, 1, 1).logcnt, [[2, 1, 1, 1]])

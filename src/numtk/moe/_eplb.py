@@ -2,12 +2,18 @@
 experts and place the replicas on GPUs from historical loads, then read off the GPU loads that current loads
 would give under that placement.
 
-The algorithm is re-derived from the description of deepseek-ai/EPLB's ``rebalance_experts`` (spec A2.5) in
-NumPy, vectorised over layers (and nodes); every sort is stable and descending, so ties go to the lower id.
+How this module was written: from a prose description of ``rebalance_experts`` of deepseek-ai/EPLB (its four
+steps, the packing and apportionment rules and the tie rules, as summarised in the Notes of
+:func:`eplb_rebalance`) and the golden example of the EPLB README, not from the reference's source. An
+earlier version of this module had followed the reference's code step for step; it was replaced by this one,
+which has its own structure (one layer and one node at a time, heaps for the greedy choices, the slot table
+written GPU by GPU) and gives the same outputs (compared on thousands of random instances, ties included,
+before the earlier version was removed). The reference's README example is reproduced exactly.
 """
 
 from __future__ import annotations
 
+import heapq
 from typing import Any
 
 import numpy as np
@@ -20,92 +26,95 @@ from numtk.moe._plan import as_loads
 
 __all__ = ["eplb_rebalance", "eplb_device_loads"]
 
-#: at most this many physical expert slots per layer (the replication is one NumPy step per extra replica)
+#: at most this many physical expert slots per layer (the placement is a Python loop over the slots)
 MAX_REPLICAS = 2**20
 
 
 # --------------------------------------------------------------------------------------------------
-# the three steps, each vectorised over the rows (layers, or layers x nodes)
+# the two greedy rules, on plain lists of floats (one layer, or one node of one layer)
 # --------------------------------------------------------------------------------------------------
+def _fill_packs(weights: list[float], num_packs: int) -> list[list[int]]:
+    """Balanced packing: split the items ``0 .. n - 1`` into ``num_packs`` packs of ``n / num_packs`` items.
+
+    The items are taken heaviest first (equal weights: lower item id first) and each goes into the pack of
+    least weight among those not yet full (equal weights: lower pack id), kept in a heap of
+    ``(weight, pack id)``. With one item per pack item i simply goes to pack i. Returns each pack's items in
+    the order they went in."""
+    n = len(weights)
+    room = n // num_packs
+    if room == 1:
+        return [[item] for item in range(n)]
+    packs: list[list[int]] = [[] for _ in range(num_packs)]
+    open_packs = [(0.0, p) for p in range(num_packs)]      # already a heap
+    # heaviest first; sorted() stays stable with reverse=True, so equal weights keep the id order
+    for item in sorted(range(n), key=weights.__getitem__, reverse=True):
+        load, p = heapq.heappop(open_packs)
+        pack = packs[p]
+        pack.append(item)
+        if len(pack) < room:
+            heapq.heappush(open_packs, (load + weights[item], p))
+    return packs
+
+
+def _apportion(weights: list[float], seats: int) -> tuple[list[int], list[int]]:
+    """Give ``seats >= n`` replicas to ``n`` experts: one each, then every further one to the expert with the
+    largest load per replica ``w / count`` (equal quotients: lower expert index), i.e. D'Hondt's
+    highest-averages rule applied to the extra replicas, kept in a heap of ``(-w / count, expert)``.
+
+    Returns ``(owner, count)``: the expert of each replica in the order the replicas were created (the
+    ``n`` first replicas are the experts' originals, in expert order) and each expert's replica count."""
+    n = len(weights)
+    count = [1] * n
+    owner = list(range(n))
+    quotients = [(-w, e) for e, w in enumerate(weights)]
+    heapq.heapify(quotients)
+    for _ in range(seats - n):
+        e = quotients[0][1]
+        count[e] += 1
+        owner.append(e)
+        heapq.heapreplace(quotients, (-(weights[e] / count[e]), e))
+    return owner, count
+
+
 def _balanced_packing(weight: np.ndarray, num_packs: int) -> tuple[np.ndarray, np.ndarray]:
-    """Pack the items of each row of ``weight`` (rows, n) into ``num_packs`` packs of exactly
-    ``n / num_packs`` items: visit the items by decreasing weight (ties: lower item id) and put each into
-    the lightest pack that still has room (ties: lower pack id). With one item per pack the identity
-    (item i in pack i) is returned. Returns ``(pack_index, rank_in_pack)``, both int64 (rows, n)."""
+    """:func:`_fill_packs` on each row of ``weight`` (rows, n), as arrays: ``(pack_index, rank_in_pack)``,
+    both int64 (rows, n), the pack of each item and the number of items that went into it before."""
     rows, n = weight.shape
-    per_pack = n // num_packs
-    if per_pack == 1:
-        return (np.broadcast_to(np.arange(n, dtype=np.int64), (rows, n)).copy(),
-                np.zeros((rows, n), dtype=np.int64))
-    order = np.argsort(-weight, axis=1, kind="stable")
     pack_index = np.empty((rows, n), dtype=np.int64)
     rank_in_pack = np.empty((rows, n), dtype=np.int64)
-    pack_weight = np.zeros((rows, num_packs))
-    pack_items = np.zeros((rows, num_packs), dtype=np.int64)
-    r = np.arange(rows)
-    for t in range(n):
-        item = order[:, t]
-        pack = np.argmin(np.where(pack_items < per_pack, pack_weight, np.inf), axis=1)
-        pack_index[r, item] = pack
-        rank_in_pack[r, item] = pack_items[r, pack]
-        pack_weight[r, pack] += weight[r, item]
-        pack_items[r, pack] += 1
+    for r in range(rows):
+        for p, items in enumerate(_fill_packs(weight[r].tolist(), num_packs)):
+            pack_index[r, items] = p
+            rank_in_pack[r, items] = np.arange(len(items))
     return pack_index, rank_in_pack
 
 
-def _replicate(weight: np.ndarray, num_phy: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One replica per expert (slot e holds expert e), then each further slot to the expert with the largest
-    load per replica ``w_e / count_e`` (ties: lower id). Returns ``(phy2log, rank, count)``: the expert of
-    each slot, the slot's rank among its expert's replicas (0 for the original) and the replica counts."""
-    rows, n = weight.shape
-    phy2log = np.empty((rows, num_phy), dtype=np.int64)
-    phy2log[:, :n] = np.arange(n)
-    rank = np.zeros((rows, num_phy), dtype=np.int64)
-    count = np.ones((rows, n), dtype=np.int64)
-    r = np.arange(rows)
-    for slot in range(n, num_phy):
-        e = np.argmax(weight / count, axis=1)
-        phy2log[:, slot] = e
-        rank[:, slot] = count[r, e]
-        count[r, e] += 1
-    return phy2log, rank, count
+def _place_layer(w: list[float], group_loads: list[float], num_replicas: int, num_groups: int,
+                 num_nodes: int, num_gpus: int) -> tuple[list[int], list[list[int]]]:
+    """One layer of the four steps of :func:`eplb_rebalance` (the global policy: one group, one node).
 
-
-def _inverse(perm: np.ndarray) -> np.ndarray:
-    """The inverse of each row's permutation."""
-    inv = np.empty_like(perm)
-    np.put_along_axis(inv, perm, np.broadcast_to(np.arange(perm.shape[1]), perm.shape), axis=1)
-    return inv
-
-
-def _hierarchical(weight: np.ndarray, num_phy: int, num_groups: int, num_nodes: int, num_gpus: int):
-    """Spec A2.5 steps 1-4; the global policy is this with one group and one node."""
-    L, E = weight.shape
-    group_size = E // num_groups
-    groups_per_node = num_groups // num_nodes
-    per_gpu = num_phy // num_gpus
-    # 1. groups onto nodes
-    group_load = weight.reshape(L, num_groups, group_size).sum(axis=2)
-    group_pack, group_rank = _balanced_packing(group_load, num_nodes)
-    # the "mid-logical" id of each expert: node-major, by the group's rank in its node, then the offset
-    log2mlog = (((group_pack * groups_per_node + group_rank) * group_size)[:, :, None]
-                + np.arange(group_size)).reshape(L, E)
-    mlog2log = _inverse(log2mlog)
-    # 2. replicas within each node (rows = layers x nodes)
-    mlog_load = np.take_along_axis(weight, mlog2log, axis=1).reshape(L * num_nodes, E // num_nodes)
-    phy2mlog, phy_rank, mlog_count = _replicate(mlog_load, num_phy // num_nodes)
-    # 3. the node's replicas onto its GPUs
-    replica_load = np.take_along_axis(mlog_load / mlog_count, phy2mlog, axis=1)
-    pack, rank_in_pack = _balanced_packing(replica_load, num_gpus // num_nodes)
-    pphy2phy = _inverse(pack * per_gpu + rank_in_pack)
-    # 4. GPU-major physical order, back to global expert ids
-    pphy2mlog = np.take_along_axis(phy2mlog, pphy2phy, axis=1)
-    pphy2mlog = (pphy2mlog.reshape(L, num_nodes, -1)
-                 + (np.arange(num_nodes) * (E // num_nodes))[None, :, None]).reshape(L, num_phy)
-    phy2log = np.take_along_axis(mlog2log, pphy2mlog, axis=1)
-    phy_rank = np.take_along_axis(phy_rank, pphy2phy, axis=1).reshape(L, num_phy)
-    logcnt = np.take_along_axis(mlog_count.reshape(L, E), log2mlog, axis=1)
-    return phy2log, phy_rank, logcnt
+    Returns ``(slots, replicas)``: the expert held by each physical slot, GPU-major, and for each expert its
+    slots in the order its replicas were created (the original first)."""
+    group_size = len(w) // num_groups
+    node_slots = num_replicas // num_nodes
+    node_gpus = num_gpus // num_nodes
+    slots: list[int] = []
+    replicas: list[list[int]] = [[] for _ in w]
+    for node_groups in _fill_packs(group_loads, num_nodes):
+        # the node's experts: its groups in the order they were packed, each group's experts by id
+        experts = [g * group_size + k for g in node_groups for k in range(group_size)]
+        mine = [w[e] for e in experts]
+        owner, count = _apportion(mine, node_slots)
+        replica_load = [mine[i] / count[i] for i in owner]
+        # the node's GPUs in order, R / G replicas each, each GPU's replicas in the order they were packed
+        gpu_major = [r for gpu in _fill_packs(replica_load, node_gpus) for r in gpu]
+        slot_of = [0] * node_slots
+        for slot, r in enumerate(gpu_major, start=len(slots)):
+            slot_of[r] = slot
+        slots.extend(experts[owner[r]] for r in gpu_major)
+        for r, i in enumerate(owner):                        # creation order
+            replicas[experts[i]].append(slot_of[r])
+    return slots, replicas
 
 
 # --------------------------------------------------------------------------------------------------
@@ -196,31 +205,41 @@ def eplb_rebalance(weight: ArrayLike, num_replicas: int, num_groups: int, num_no
     Notes
     -----
     **Hierarchical policy** (E experts in ``num_groups`` groups of ``E / num_groups``, R slots, G GPUs on
-    ``num_nodes`` nodes). Let :math:`\mathrm{pack}(w, k)` be the balanced packing of items with weights w
-    into k packs of equally many items: visit the items by decreasing weight and put each into the
-    lightest pack that still has room (with one item per pack, item i goes to pack i).
+    ``num_nodes`` nodes). Let :math:`\mathrm{pack}(w, k)` be the balanced packing of n items with weights w
+    into k packs of n / k items each: take the items heaviest first and put each into the lightest pack that
+    still has room (with one item per pack, item i goes to pack i), the longest-processing-time rule with a
+    limit on the items per pack.
 
-    1. Group loads :math:`t_k = \sum_{e \in k} w_e` are packed onto the nodes.
-    2. On each node, its :math:`E / \text{num\_nodes}` experts (ordered by their group's rank in the node,
-       then by offset in the group) get :math:`R / \text{num\_nodes}` slots: one replica each, then one more
-       replica at a time to :math:`\arg\max_e w_e / c_e` (:math:`c_e` its current count). This is
-       Jefferson's (D'Hondt's) apportionment of the node's slots with every expert guaranteed one.
-    3. The node's replicas, of load :math:`w_e / c_e` each, are packed onto its
+    1. The group loads :math:`t_k = \sum_{e \in k} w_e` are packed onto the nodes. A node lists its
+       experts group by group, in the order its groups went into its pack, each group's experts by id.
+    2. Each node's :math:`E / \text{num\_nodes}` experts share its :math:`R / \text{num\_nodes}` slots: one
+       replica each, then one more replica at a time to :math:`\arg\max_e w_e / c_e` (:math:`c_e` the
+       current count). The extra replicas are thus apportioned by D'Hondt's highest-averages rule (the
+       k-th extra replica of e has the quotient :math:`w_e / k`, and the extras go to the largest
+       quotients), which is Adams's divisor method for the whole counts; it makes
+       :math:`\max_e w_e / c_e` over the node as small as any counts with :math:`c_e \ge 1` can. The
+       replicas are numbered in the order they are created: the originals in the node's expert order,
+       then the extras in the order they were given.
+    3. The node's replicas, of load :math:`w_e / c_e` each (final counts), are packed onto its
        :math:`G / \text{num\_nodes}` GPUs, :math:`R / G` per GPU.
-    4. Physical slots are numbered GPU-major, by rank in the pack.
+    4. The slots are numbered node by node, GPU by GPU, each GPU's replicas in the order they went into
+       its pack. ``log2phy[e]`` lists the slots of e's replicas in their creation order, the original
+       first.
 
     **Global policy** (``num_groups % num_nodes != 0``): the same with one group and one node, so replicas
     are spread over all G GPUs regardless of groups.
 
-    Every order is a stable descending sort, so ties go to the lower expert, group or pack id. The
-    reference sorts with ``torch.sort(descending=True)``, which does not promise stability; on inputs
-    without ties (the README example) the two agree, and numtk's output is reproducible on any input.
-    Loads are compared in float64 (the reference casts to float32, which can only matter for loads that
-    float32 cannot tell apart).
+    Ties go to what comes first: among equal weights to the lower group id or the replica created
+    first, among equal quotients to the expert listed first on its node (the lower id within a group,
+    but a heavier group's experts before a lighter one's), among equally light packs to the lower pack
+    id. The reference sorts with ``torch.sort(descending=True)``, which does not promise stability; on
+    inputs without ties (the README example) the two agree, and numtk's output is reproducible on any
+    input. Loads are compared in float64.
 
     EPLB's replicas occupy memory permanently, and tokens are split only into even shares over the
     replicas: unlike LLEP it cannot react to a step's routing beyond these shares
-    (:func:`eplb_device_loads`). Cost: O(L (E log E + R E + R G)) in NumPy steps vectorised over layers.
+    (:func:`eplb_device_loads`). Cost: :math:`O(L\, R \log R)` Python operations (a sort and a heap per
+    packing, a heap for the apportionment), one layer and one node at a time.
 
     References
     ----------
@@ -268,20 +287,27 @@ def eplb_rebalance(weight: ArrayLike, num_replicas: int, num_groups: int, num_no
                          f"({E}): every expert needs a replica")
     check_size(L * num_replicas, 8 * 12.0, "num_replicas")
     hierarchical = num_groups % num_nodes == 0
-    if hierarchical:
-        phy2log, phy_rank, logcnt = _hierarchical(w, num_replicas, num_groups, num_nodes, num_gpus)
-    else:
-        phy2log, phy_rank, logcnt = _hierarchical(w, num_replicas, 1, 1, num_gpus)
-    maxcnt = int(logcnt.max())
-    log2phy = np.full((L, E * maxcnt), -1, dtype=np.int64)
-    np.put_along_axis(log2phy, phy2log * maxcnt + phy_rank,
-                      np.broadcast_to(np.arange(num_replicas, dtype=np.int64), (L, num_replicas)), axis=1)
-    rows = np.arange(L)[:, None]
-    replica_load = w[rows, phy2log] / logcnt[rows, phy2log]
-    device_loads = replica_load.reshape(L, num_gpus, num_replicas // num_gpus).sum(axis=2)
-    return Result(phy2log=phy2log, log2phy=log2phy.reshape(L, E, maxcnt), logcnt=logcnt,
-                  device_loads=device_loads, max_load=device_loads.max(axis=1),
-                  policy="hierarchical" if hierarchical else "global")
+    if not hierarchical:
+        num_groups = num_nodes = 1
+    group_loads = w.reshape(L, num_groups, E // num_groups).sum(axis=2)
+    phy2log = np.empty((L, num_replicas), dtype=np.int64)
+    logcnt = np.empty((L, E), dtype=np.int64)
+    by_expert = np.empty((L, num_replicas), dtype=np.int64)   # the slots, expert by expert, creation order
+    for layer in range(L):
+        slots, replicas = _place_layer(w[layer].tolist(), group_loads[layer].tolist(), num_replicas,
+                                       num_groups, num_nodes, num_gpus)
+        phy2log[layer] = slots
+        logcnt[layer] = [len(r) for r in replicas]
+        by_expert[layer] = [s for where in replicas for s in where]
+    log2phy = np.full((L, E, int(logcnt.max())), -1, dtype=np.int64)
+    for layer, cnt in enumerate(logcnt):
+        first = np.cumsum(cnt) - cnt                          # where expert e starts in by_expert[layer]
+        expert = np.repeat(np.arange(E), cnt)
+        log2phy[layer, expert, np.arange(num_replicas) - first[expert]] = by_expert[layer]
+    share = w / logcnt                                   # each replica's even share of its expert's load
+    device_loads = np.take_along_axis(share, phy2log, axis=1).reshape(L, num_gpus, -1).sum(axis=2)
+    return Result(phy2log=phy2log, log2phy=log2phy, logcnt=logcnt, device_loads=device_loads,
+                  max_load=device_loads.max(axis=1), policy="hierarchical" if hierarchical else "global")
 
 
 def _check_eplb_result(result: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
