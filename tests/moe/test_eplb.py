@@ -68,29 +68,29 @@ def _ref_layer(w, R, groups, nodes, gpus):
     per_node_groups = groups // nodes
     tg = [sum(w[g * gsize:(g + 1) * gsize]) for g in range(groups)]
     gpack, grank = _ref_packing(tg, nodes)
-    log2mlog = [0] * E
+    position_of = [0] * E
     for e in range(E):
         g, off = divmod(e, gsize)
-        log2mlog[e] = (gpack[g] * per_node_groups + grank[g]) * gsize + off
-    mlog2log = [0] * E
-    for e, m in enumerate(log2mlog):
-        mlog2log[m] = e
+        position_of[e] = (gpack[g] * per_node_groups + grank[g]) * gsize + off
+    expert_at = [0] * E
+    for e, m in enumerate(position_of):
+        expert_at[m] = e
     per_node = E // nodes
     slots_node = R // nodes
     per_gpu = R // gpus
     phy2log, phyrank = [None] * R, [None] * R
-    mlogcnt = [0] * E
+    count_at = [0] * E
     for node in range(nodes):
-        wl = [w[mlog2log[node * per_node + j]] for j in range(per_node)]
+        wl = [w[expert_at[node * per_node + j]] for j in range(per_node)]
         phy, rank, cnt = _ref_replicate(wl, slots_node)
         for j in range(per_node):
-            mlogcnt[node * per_node + j] = cnt[j]
+            count_at[node * per_node + j] = cnt[j]
         pack, rip = _ref_packing([wl[phy[s]] / cnt[phy[s]] for s in range(slots_node)], gpus // nodes)
         for s in range(slots_node):
             out = node * slots_node + pack[s] * per_gpu + rip[s]
-            phy2log[out] = mlog2log[node * per_node + phy[s]]
+            phy2log[out] = expert_at[node * per_node + phy[s]]
             phyrank[out] = rank[s]
-    logcnt = [mlogcnt[log2mlog[e]] for e in range(E)]
+    logcnt = [count_at[position_of[e]] for e in range(E)]
     return phy2log, phyrank, logcnt
 
 
