@@ -178,4 +178,74 @@ SIMULATION: list = [
     Case("numtk.moe.routing_loads", _routing_loads, {}, positional={"router_logits": 0}),
 ]
 
-CASES = {c.name: c for c in PLANNING + EPLB_LOADS + MILP + SIMULATION}
+# --- PuzzleMoE merging: puzzle_merge, merge_experts and the baselines ----------------------------------
+def _pair63():
+    g = np.random.default_rng(0)
+    return g.normal(0, 0.02, (6, 3)), g.normal(0, 0.02, (6, 3))
+
+
+def _puzzle():
+    W_i, W_j = _pair63()
+    return _m().puzzle_merge, (W_i, W_j), {"activation_norms": (np.array([1.0, 2.0, 0.5]), np.ones(3)),
+                                            "similarity_threshold": 0.4}
+
+
+def _merge_experts():
+    # four experts of (6, 3): the catalogue's (6, 3) arrays are one expert's shape, not a layer's
+    experts = np.random.default_rng(1).normal(0, 0.02, (4, 6, 3)).astype(np.float32)
+    return _m().merge_experts, (experts,), {"pairs": "auto", "activation_norms": np.ones((4, 3)),
+                                            "underflow": "zero", "workers": 1}
+
+
+def _merge_gated():
+    g = np.random.default_rng(2)
+    layer = {"w_gate": g.normal(0, 0.1, (2, 4, 3)), "w_up": g.normal(0, 0.1, (2, 4, 3)),
+             "w_down": g.normal(0, 0.1, (2, 3, 4))}
+    return _m().merge_experts, (layer, np.array([[1, 0]])), {"activation_norms": (np.ones((2, 3)), np.ones((2, 4)))}
+
+
+def _experts5():
+    # five experts of (6, 3), so that the catalogue's five-entry arrays are valid weights
+    return list(np.random.default_rng(3).normal(size=(5, 6, 3)))
+
+
+def _average():
+    return _m().average_merge, (_experts5(),), {"weights": np.arange(1.0, 6.0)}
+
+
+def _ties():
+    return _m().ties_merge, (_experts5(),), {"density": 0.4, "base": "zero", "majority_sign": "frequency",
+                                            "weights": np.ones(5)}
+
+
+def _dare(combine):
+    def make():
+        return _m().dare_merge, (_experts5(),), {"density": 0.5, "base": "mean", "combine": combine,
+                                                "majority_sign": "total", "rng": 0, "weights": np.full(5, 0.2)}
+    return make
+
+
+def _error():
+    W_i, W_j = _pair63()
+    return _m().reconstruction_error, (W_i, W_j), {"X": np.random.default_rng(4).normal(size=(5, 3))}
+
+
+# (2, 3, 4) is a stack of two (3, 4) experts: a valid `weights_list`
+_STACK_OK = {"weights_list": ("np.ones((2, 3, 4))",)}
+PUZZLE: list = [
+    Case("numtk.moe.puzzle_merge", _puzzle, {}, positional={"W_i": 0, "W_j": 1}),
+    Case("numtk.moe.merge_experts", _merge_experts, {}, positional={"experts": 0},
+         skip={"activation_norms": ("None",)}),
+    Case("numtk.moe.merge_experts[gated]", _merge_gated,
+         {"experts": "option", "pairs": ("option", "array2d"), "activation_norms": ("option", "array2d")},
+         positional={"experts": 0, "pairs": 1}, skip={"activation_norms": ("None",)}),
+    Case("numtk.moe.average_merge", _average, {}, positional={"weights_list": 0}, skip=_STACK_OK),
+    Case("numtk.moe.ties_merge", _ties, {}, positional={"weights_list": 0}, skip=_STACK_OK),
+    Case("numtk.moe.dare_merge", _dare("ties"), {}, positional={"weights_list": 0}, skip=_STACK_OK),
+    Case("numtk.moe.dare_merge[linear]", _dare("linear"), {"weights": "array1d", "density": "prob",
+                                                           "base": ("option", "array2d")},
+         positional={"weights_list": 0}),
+    Case("numtk.moe.reconstruction_error", _error, {}, positional={"W_hat": 0, "W": 1}),
+]
+
+CASES = {c.name: c for c in PLANNING + EPLB_LOADS + MILP + SIMULATION + PUZZLE}

@@ -40,6 +40,22 @@ Routing loads
    hot_expert_loads  -- a few hot experts take a given share of the routing slots.
    zipf_loads        -- multinomial loads with Zipf popularities.
    dirichlet_loads   -- multinomial loads with Dirichlet popularities, optionally drifting.
+
+Merging and bf16 packing
+------------------------
+
+PuzzleMoE (Zhao, Wang and Zhang, ICML 2026): experts merged in pairs element by element, with masks and signs
+stored in the spare exponent bits of bf16 words; the merging baselines and the error measure.
+
+.. autosummary::
+   :toctree: generated/
+
+   puzzle_merge          -- one pair (or a batch of pairs) merged into a shared magnitude, two masks, two signs.
+   merge_experts         -- the experts of a layer paired, merged and packed, with per-pair reports.
+   average_merge         -- the (weighted) average of experts.
+   ties_merge            -- TIES-merging: trim, elect a sign, disjoint mean.
+   dare_merge            -- DARE: random drop and rescale, then a linear or TIES combination.
+   reconstruction_error  -- the relative error of merged weights, or of a layer's outputs.
 """
 
 # Each room adds its public names here as it lands.
@@ -49,7 +65,10 @@ from numtk.moe._eplb import eplb_rebalance, eplb_device_loads
 from numtk.moe._loads import hot_expert_loads, zipf_loads, dirichlet_loads
 from numtk.moe._simulate import simulate_ep
 from numtk.moe._executor import moe_forward, routing_loads
+from numtk.moe._puzzle import puzzle_merge, merge_experts, average_merge, ties_merge, dare_merge, reconstruction_error
 
 __all__: list[str] = ["llep_plan", "standard_ep_plan", "optimal_plan", "eplb_rebalance", "eplb_device_loads",
                       "hot_expert_loads", "zipf_loads", "dirichlet_loads",
-                      "simulate_ep", "moe_forward", "routing_loads"]
+                      "simulate_ep", "moe_forward", "routing_loads",
+                      "puzzle_merge", "merge_experts", "average_merge", "ties_merge", "dare_merge",
+                      "reconstruction_error"]
