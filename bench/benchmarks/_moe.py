@@ -198,10 +198,10 @@ def compare_distributed(quick: bool = False) -> None:
     for backward in (False, True):
         res = benchmark_llep(world_size=2, tokens=4096, hidden_size=D, intermediate_size=H, num_experts=N,
                              repeats=3 if quick else 7, backward=backward)
-        loads = np.asarray(res.loads)
-        ep, ll = standard_ep_plan(loads.sum(axis=1), 2), llep_plan(loads.sum(axis=1), 2, min_chunk=64,
-                                                                      imbalance_threshold=None)
-        sim = {name: simulate_ep(ep, m, loads=loads).step_time / simulate_ep(ll, m, loads=loads).step_time
+        source = np.asarray(res.source_loads)            # (N, 2): each expert's slots per source rank
+        ep, ll = standard_ep_plan(res.loads, 2), llep_plan(res.loads, 2, min_chunk=64, imbalance_threshold=None)
+        sim = {name: simulate_ep(ep, m, source_loads=source).step_time
+               / simulate_ep(ll, m, source_loads=source).step_time
                for name, m in (("unit", "unit"), ("model", cost))}
         print(f"  {'forward + backward' if backward else 'forward':<18} {res.ep_time:>7.3f} {res.llep_time:>7.3f} "
               f"{res.speedup:>5.2f}x {res.cpu_speedup:>16.2f}x {res.ep_max_load:>9}/{res.llep_max_load:<8} "
@@ -220,10 +220,142 @@ def compare_distributed(quick: bool = False) -> None:
               f"with this layer's D, H")
 
 
+#: Mixtral-8x7B expert matrices (hidden 4096, intermediate 14336): the up/gate and the down projection
+BF16_SHAPES = ((14336, 4096), (4096, 14336))
+
+
+def _bf16_reference():
+    """The tests' NumPy transcription of the bf16 packing formulas (tests/moe/_bf16_reference.py)."""
+    path = ROOT / "tests" / "moe" / "_bf16_reference.py"
+    spec = importlib.util.spec_from_file_location("_bf16_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bf16_layer(d_out: int, d_in: int, *, rng: int = 0):
+    """A packed pair of (d_out, d_in) Gaussian experts (sigma 0.02) merged as PuzzleMoE does without
+    activation norms (tau = 0.4): (packed words, the plain bf16 words of expert i's decoded weights)."""
+    from numtk.moe import pack_bf16, unpack_bf16
+
+    g = np.random.default_rng(rng)
+    a = np.abs(g.normal(0, 0.02, (d_out, d_in))).astype(np.float32)
+    b = np.abs(g.normal(0, 0.02, (d_out, d_in))).astype(np.float32)
+    similar = np.abs(a - b) <= 0.4 * (a + b)
+    magnitude = np.where(similar, (a + b) / 2, np.maximum(a, b))
+    packed = pack_bf16(magnitude, similar | (a >= b), similar | (b > a), g.random((d_out, d_in)) < 0.5,
+                       g.random((d_out, d_in)) < 0.5)
+    return packed, unpack_bf16(packed, 0)
+
+
+def compare_bf16(quick: bool = False) -> None:
+    """PuzzleMoE's bf16 packing: ``packed_matvec`` against the same compiled loop over plain bf16 words
+    (``_bf16_matvec``, the denominator of the spec's 1.3x target), NumPy's float32 product with the decoded
+    matrix (4 bytes per weight, decoded beforehand and not timed) and torch's CPU bf16 product, at the Mixtral
+    expert shapes; then ``pack_bf16`` / ``unpack_bf16`` against the NumPy transcription of the formulas."""
+    import os
+
+    from numtk._lib._workers import available_cores
+    from numtk.moe import pack_bf16, packed_matvec, unpack_bf16
+    from numtk.moe._bf16 import _bf16_matvec
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        threadpool_limits = None
+    cores = available_cores()
+    reps = 5 if quick else 15
+    print(f"Decode-fused mat-vec (packed_matvec) vs the same loop over plain bf16 words (_bf16_matvec), "
+          f"Mixtral expert shapes, {cores} cores available:")
+    print(f"  {'d_out x d_in':>13} {'b':>2} {'threads':>7} {'packed e0':>10} {'packed e1':>10} {'plain bf16':>10} "
+          f"{'e0/plain':>8} {'e1/plain':>8} {'NumPy f32':>10} {'torch bf16':>10} {'GB/s e1':>8}")
+    for d_out, d_in in BF16_SHAPES:
+        packed, plain = bf16_layer(d_out, d_in)
+        decoded = (plain.astype(np.uint32) << 16).view(np.float32)  # expert i as float32, for NumPy
+        w_torch = None if torch is None else torch.from_numpy(plain.view(np.int16)).view(torch.bfloat16)
+        for b in (1, 8):
+            x = np.random.default_rng(1).normal(size=(b, d_in)).astype(np.float32)
+            xv = x[0] if b == 1 else x
+            out = np.empty((d_out,) if b == 1 else (b, d_out), np.float32)
+            for threads in sorted({1, cores}):
+                calls = {"e0": lambda: packed_matvec(packed, xv, 0, out=out, workers=threads),
+                         "e1": lambda: packed_matvec(packed, xv, 1, out=out, workers=threads),
+                         "plain": lambda: _bf16_matvec(plain, xv, out=out, workers=threads)}
+                if threadpool_limits is not None:
+                    def numpy_product():
+                        with threadpool_limits(threads):
+                            return xv @ decoded.T
+                    calls["numpy"] = numpy_product
+                if torch is not None:
+                    xt = torch.from_numpy(xv).to(torch.bfloat16)
+
+                    def torch_product():
+                        before = torch.get_num_threads()
+                        torch.set_num_threads(threads)
+                        try:
+                            return torch.mv(w_torch, xt) if b == 1 else xt @ w_torch.T
+                        finally:
+                            torch.set_num_threads(before)
+                    calls["torch"] = torch_product
+                t = interleaved(calls, reps, min_time=0.05)
+                m = t.medians
+                # the three compiled loops agree with NumPy on expert i (bf16 words of the same values)
+                ok = np.allclose(packed_matvec(packed, xv, 0), xv @ decoded.T, rtol=1e-4, atol=1e-5)
+                numpy_t = f"{m['numpy'] * 1e3:>8.2f}ms" if "numpy" in m else f"{'-':>10}"
+                torch_t = f"{m['torch'] * 1e3:>8.2f}ms" if "torch" in m else f"{'-':>10}"
+                print(f"  {f'{d_out}x{d_in}':>13} {b:>2} {threads:>7} {m['e0'] * 1e3:>8.2f}ms {m['e1'] * 1e3:>8.2f}ms "
+                      f"{m['plain'] * 1e3:>8.2f}ms {t.ratio('e0', 'plain'):>7.3f}x {t.ratio('e1', 'plain'):>7.3f}x "
+                      f"{numpy_t} {torch_t} {packed.nbytes / m['e1'] / 1e9:>8.1f}{'' if ok else '  MISMATCH'}")
+        del decoded, w_torch
+    if threadpool_limits is None:
+        print("  (NumPy column off: threadpoolctl is needed to run its product on one thread)")
+    if torch is None:
+        print("  (torch column off: torch is not installed)")
+    print("  (NumPy: float32 matrix decoded beforehand, 4 bytes per weight; torch: torch.mv / matmul on bf16 "
+          "tensors sharing the plain words)")
+
+    # pack / unpack against the NumPy transcription of the formulas
+    ref = _bf16_reference()
+    n = 20_000_000 if quick else int(os.environ.get("NUMTK_BENCH_BF16_N", 100_000_000))
+    g = np.random.default_rng(2)
+    magnitude = np.abs(g.normal(0, 0.02, n)).astype(np.float32)
+    flags = [g.random(n) < 0.5 for _ in range(4)]
+    reps = 3
+    print(f"pack_bf16 / unpack_bf16 on {n:.0e} elements (float32 magnitudes of N(0, 0.02), random masks and "
+          "signs) vs the NumPy transcription of the formulas (tests/moe/_bf16_reference.py):")
+    print(f"  {'operation':<28} {'threads':>7} {'numtk':>9} {'NumPy':>9} {'NumPy/numtk':>11}  same")
+    packed = pack_bf16(magnitude, *flags)
+    for threads in sorted({1, cores}):
+        cases = {
+            "pack (round + pack)": (lambda: pack_bf16(magnitude, *flags, workers=threads),
+                                    lambda: ref.pack(ref.round_bf16(magnitude), *flags)[0]),
+            "unpack (components)": (lambda: unpack_bf16(packed, workers=threads),
+                                    lambda: ref.unpack(packed)),
+            "unpack expert j as float": (lambda: unpack_bf16(packed, 1, as_float=True, workers=threads),
+                                         lambda: ref.to_float(ref.decode(packed, 1))),
+        }
+        for name, (ours, theirs) in cases.items():
+            t = interleaved({"numtk": ours, "numpy": theirs}, reps)
+            a, r = t.results["numtk"], t.results["numpy"]
+            if name.startswith("unpack (c"):
+                same = all(np.array_equal(a[k], v) for k, v in zip(("magnitude", "mask_i", "mask_j", "sign_i",
+                                                                   "sign_j"), r))
+            else:
+                same = np.array_equal(a, r)
+            t.results.clear()
+            print(f"  {name:<28} {threads:>7} {t.medians['numtk']:>8.3f}s {t.medians['numpy']:>8.3f}s "
+                  f"{t.ratio('numpy', 'numtk'):>10.1f}x  {same}")
+
+
 def compare(quick: bool = False) -> None:
     print("== moe ==")
     compare_planner(quick)
     compare_milp(quick)
     compare_simulated(quick)
     compare_eplb(quick)
+    compare_bf16(quick)
     compare_distributed(quick)

@@ -3,7 +3,7 @@ with the pure-Python planner in _moe.py)."""
 
 import numpy as np
 
-from benchmarks._moe import PLANNER_SIZES, zipf_layer
+from benchmarks._moe import BF16_SHAPES, PLANNER_SIZES, bf16_layer, zipf_layer
 
 
 class Planner:
@@ -82,3 +82,62 @@ class Simulator:
         from numtk.moe import simulate_ep
 
         simulate_ep(self.plan, "h200")
+
+
+class PackedMatvec:
+    """PuzzleMoE's decode-fused mat-vec beside the same compiled loop over plain bf16 words (the spec's target:
+    at most 1.3x), at the Mixtral expert shapes."""
+
+    params = [list(BF16_SHAPES), [1, 8], [1, -1]]
+    param_names = ["d_out, d_in", "batch", "workers"]
+
+    def setup(self, shape, batch, workers):
+        self.packed, self.plain = bf16_layer(*shape)
+        x = np.random.default_rng(1).normal(size=(batch, shape[1])).astype(np.float32)
+        self.x = x[0] if batch == 1 else x
+
+    def time_packed_matvec_expert_i(self, shape, batch, workers):
+        from numtk.moe import packed_matvec
+
+        packed_matvec(self.packed, self.x, 0, workers=workers)
+
+    def time_packed_matvec_expert_j(self, shape, batch, workers):
+        from numtk.moe import packed_matvec
+
+        packed_matvec(self.packed, self.x, 1, workers=workers)
+
+    def time_plain_bf16_matvec(self, shape, batch, workers):
+        from numtk.moe._bf16 import _bf16_matvec
+
+        _bf16_matvec(self.plain, self.x, workers=workers)
+
+
+class PackUnpackBF16:
+    """pack_bf16 / unpack_bf16 on 10**7 elements (compare.py --moe sets them against NumPy on 10**8)."""
+
+    params = [1, -1]
+    param_names = ["workers"]
+
+    def setup(self, workers):
+        from numtk.moe import pack_bf16
+
+        g = np.random.default_rng(2)
+        n = 10**7
+        self.magnitude = np.abs(g.normal(0, 0.02, n)).astype(np.float32)
+        self.flags = [g.random(n) < 0.5 for _ in range(4)]
+        self.packed = pack_bf16(self.magnitude, *self.flags)
+
+    def time_pack_bf16(self, workers):
+        from numtk.moe import pack_bf16
+
+        pack_bf16(self.magnitude, *self.flags, workers=workers)
+
+    def time_unpack_bf16(self, workers):
+        from numtk.moe import unpack_bf16
+
+        unpack_bf16(self.packed, workers=workers)
+
+    def time_unpack_bf16_expert_as_float(self, workers):
+        from numtk.moe import unpack_bf16
+
+        unpack_bf16(self.packed, 1, as_float=True, workers=workers)

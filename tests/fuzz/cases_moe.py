@@ -131,8 +131,10 @@ def _hand_plan():
 
 
 def _simulate():
+    # loads are the totals (N,), the per-source counts (N, S) go in source_loads
     return _m().simulate_ep, (_hand_plan(),), {"cost_model": {"hidden_size": 64, "intermediate_size": 32},
-                                               "loads": np.array([[6, 4], [2, 0], [1, 2]]), "overlap": True}
+                                               "loads": np.array([10, 2, 3]),
+                                               "source_loads": np.array([[6, 4], [2, 0], [1, 2]]), "overlap": True}
 
 
 def _simulate_eplb():
@@ -248,4 +250,38 @@ PUZZLE: list = [
     Case("numtk.moe.reconstruction_error", _error, {}, positional={"W_hat": 0, "W": 1}),
 ]
 
-CASES = {c.name: c for c in PLANNING + EPLB_LOADS + MILP + SIMULATION + PUZZLE}
+# --- bf16 packing: pack_bf16, unpack_bf16, packed_matvec ------------------------------------------------
+def _bf16_parts():
+    """A merged (6, 3) pair (magnitude, mask_i, mask_j, sign_i, sign_j): the catalogue's (6, 3) arrays have the
+    shape of every part."""
+    g = np.random.default_rng(5)
+    magnitude = np.abs(g.normal(0, 0.02, (6, 3))).astype(np.float32)
+    return (magnitude, *(g.random((4, 6, 3)) < 0.5))
+
+
+def _pack_bf16():
+    return _m().pack_bf16, _bf16_parts(), {"underflow": "zero", "return_clamped": True, "workers": 1}
+
+
+def _unpack_bf16():
+    m = _m()
+    return m.unpack_bf16, (m.pack_bf16(*_bf16_parts()),), {"expert": 1, "as_float": True, "workers": 1}
+
+
+def _packed_matvec():
+    # (4, 3) words: the catalogue's (6, 3) arrays are batches of six vectors for `x`; none has the shape of the
+    # product, (4,) or (b, 4), so every `out` it offers is refused
+    m = _m()
+    packed = m.pack_bf16(*(part[:4] for part in _bf16_parts()))
+    return m.packed_matvec, (packed, np.ones((2, 3), np.float32), 0), {"workers": 1}
+
+
+_PARTS = {"magnitude": 0, "mask_i": 1, "mask_j": 2, "sign_i": 3, "sign_j": 4}
+BF16: list = [
+    Case("numtk.moe.pack_bf16", _pack_bf16, {}, positional=_PARTS),
+    # expert=None is the documented default (the components)
+    Case("numtk.moe.unpack_bf16", _unpack_bf16, {}, positional={"packed": 0}, skip={"expert": ("None",)}),
+    Case("numtk.moe.packed_matvec", _packed_matvec, {}, positional={"packed": 0, "x": 1, "expert": 2}),
+]
+
+CASES = {c.name: c for c in PLANNING + EPLB_LOADS + MILP + SIMULATION + PUZZLE + BF16}

@@ -258,3 +258,28 @@ def test_errors():
     tampered["weight_transfers"] = np.zeros((0, 3), dtype=np.int64)
     with pytest.raises(ValueError, match="without a weight transfer"):
         moe_forward(x, logits, experts, tampered, top_k=2)
+
+
+def test_plans_are_carried_out_from_their_chunks():
+    T, N, D, H, k, P = 40, 6, 3, 4, 2, 3
+    x, logits, experts = _layer(T, N, D, H, seed=91)
+    logits[:, 0] += 2.0
+    dense = moe_forward(x, logits, experts, top_k=k)
+    loads = routing_loads(logits, k)
+    plan = llep_plan(loads, P, min_chunk=1, imbalance_threshold=None)
+    res = moe_forward(x, logits, experts, plan, top_k=k)
+    assert "assignment" not in plan.__dict__                  # the dense assignment is never built
+    np.testing.assert_array_equal(res.output, dense.output)
+    _check_records(res, plan, T, k)
+    # a mapping with the dense assignment and no chunks: each expert's slots cut in device order
+    fields = {key: plan[key] for key in ("assignment", "weight_transfers", "placement")}
+    by_device = moe_forward(x, logits, experts, fields, top_k=k)
+    np.testing.assert_array_equal(by_device.output, dense.output)
+    np.testing.assert_array_equal(by_device.device_loads, res.device_loads)
+    for p, slots in enumerate(by_device.device_slots):
+        np.testing.assert_array_equal(np.bincount(slots[:, 1], minlength=N), plan.assignment[:, p])
+    # a plan of several layers: `layer` picks the one routed now
+    batch = llep_plan(np.stack([loads[::-1], loads]), P, min_chunk=1, imbalance_threshold=None)
+    np.testing.assert_array_equal(moe_forward(x, logits, experts, batch, top_k=k, layer=1).output, dense.output)
+    with pytest.raises(ValueError, match="the expert loads of `plan` must equal"):
+        moe_forward(x, logits, experts, batch, top_k=k, layer=0)

@@ -148,18 +148,18 @@ def test_a2a_uniform_origin_is_p_minus_one_over_p():
         # per-source loads spread exactly evenly over the sources give the same for a standard plan
         even = np.repeat(loads[:, None] * P, P, axis=1)
         std = _standard(loads * P * P, np.arange(2 * P) % P, P)
-        np.testing.assert_allclose(simulate_ep(std, loads=even).remote_slots,
+        np.testing.assert_allclose(simulate_ep(std, source_loads=even).remote_slots,
                                    std.assignment.sum(axis=0) * (P - 1) / P)
 
 
 def test_a2a_per_source_hand_case():
     per_source = np.array([[3, 1], [2, 4]])           # expert 0: 3 slots from device 0, 1 from device 1
     std = _standard([4, 6], [0, 1], 2)
-    np.testing.assert_array_equal(simulate_ep(std, loads=per_source).remote_slots, [1, 2])
+    np.testing.assert_array_equal(simulate_ep(std, source_loads=per_source).remote_slots, [1, 2])
     # expert 0's slots [0, 3) come from device 0, [3, 4) from device 1; [0, 2) on device 1 is all remote,
     # [2, 4) on device 0 has one local slot
     split = _plan([4, 6], [0, 1], 2, [[0, 1, 0, 2], [0, 0, 2, 4], [1, 1, 0, 6]])
-    res = simulate_ep(split, {"hidden_size": 8, "dtype_bytes": 2, "a2a_bandwidth": 16.0}, loads=per_source)
+    res = simulate_ep(split, {"hidden_size": 8, "dtype_bytes": 2, "a2a_bandwidth": 16.0}, source_loads=per_source)
     np.testing.assert_array_equal(res.remote_slots, [1, 2 + 2])
     np.testing.assert_allclose(res.a2a, 2 * np.array([1, 4]) * 8 * 2 / 16.0)
 
@@ -176,7 +176,7 @@ def test_a2a_per_source_matches_the_executed_slots():
         run = moe_forward(x, logits, experts, plan, top_k=k)
         source = np.arange(T) * P // T
         executed = [int(np.sum(source[slots[:, 0]] != p)) for p, slots in enumerate(run.device_slots)]
-        np.testing.assert_array_equal(simulate_ep(plan, loads=per_source).remote_slots, executed)
+        np.testing.assert_array_equal(simulate_ep(plan, source_loads=per_source).remote_slots, executed)
 
 
 def test_peak_memory_equals_the_plans_own_memory_model():
@@ -239,11 +239,19 @@ def test_eplb_placement_with_current_loads():
         res = simulate_ep(eplb, cost, loads=now, layer=layer)
         assert not res.weights.any()                              # static replicas: no copies per step
         np.testing.assert_allclose(res.peak_memory, 2 * 3 * 16 * 8 * 2 + ref.device_loads * 24 * 2)
-    # per-source loads: the same GPU loads, an exact all-to-all
+    # per-source counts: the same GPU loads (their sums are the loads), an exact all-to-all
     per_source = rng.integers(0, 30, size=(12, 8))
-    res = simulate_ep(eplb, loads=per_source)
+    res = simulate_ep(eplb, source_loads=per_source)
     np.testing.assert_array_equal(res.latency, eplb_device_loads(eplb, per_source.sum(axis=1)).device_loads)
     assert np.all(res.remote_slots <= res.device_loads)
+    both = simulate_ep(eplb, loads=per_source.sum(axis=1), source_loads=per_source)
+    np.testing.assert_array_equal(both.remote_slots, res.remote_slots)
+    with pytest.raises(ValueError, match="`source_loads` summed over the sources must equal"):
+        simulate_ep(eplb, loads=per_source.sum(axis=1) + 1, source_loads=per_source)
+    # (L, N, S) for the placement's two layers: row `layer` is used
+    stack = np.stack([per_source, per_source[::-1]])
+    np.testing.assert_array_equal(simulate_ep(eplb, source_loads=stack, layer=1).latency,
+                                  eplb_device_loads(eplb, per_source[::-1].sum(axis=1), layer=1).device_loads)
 
 
 def test_batched_plan_layers():
@@ -281,8 +289,18 @@ def test_errors():
         simulate_ep(plan, overlap="yes")
     with pytest.raises(ValueError, match="`loads`"):
         simulate_ep(plan, loads=[10, 2, 4])
-    with pytest.raises(ValueError, match="one column per device"):
+    with pytest.raises(ValueError, match="`loads` must be the routing-slot totals.*`source_loads`"):
         simulate_ep(plan, loads=[[4, 3, 3], [1, 1, 0], [1, 1, 1]])
+    with pytest.raises(ValueError, match="`source_loads` must have one column per device"):
+        simulate_ep(plan, source_loads=[[4, 3, 3], [1, 1, 0], [1, 1, 1]])
+    with pytest.raises(ValueError, match="`source_loads` summed over the sources"):
+        simulate_ep(plan, source_loads=[[4, 6], [1, 1], [1, 1]])
+    with pytest.raises(ValueError, match="`source_loads` must have shape"):
+        simulate_ep(plan, source_loads=[10, 2, 3])
+    with pytest.raises(ValueError, match=r"`source_loads` of shape \(L, N, S\) must hold one matrix per layer"):
+        simulate_ep(plan, source_loads=np.ones((2, 3, 2)))
+    with pytest.raises(ValueError, match="`source_loads` must be non-negative"):
+        simulate_ep(plan, source_loads=[[11, -1], [1, 1], [1, 2]])
     with pytest.raises(ValueError, match="`layer`"):
         simulate_ep(plan, layer=1)
     eplb = eplb_rebalance([5, 3, 2, 1], 4, 1, 1, 2)
@@ -306,7 +324,7 @@ def test_inconsistent_plans_are_refused():
         simulate_ep(overlap)
     reversed_chunk = dict(plan.items())
     reversed_chunk["chunks"] = np.array([[0, 0, 7, 0], [0, 1, 7, 10], [1, 0, 0, 2], [2, 1, 0, 3]])
-    with pytest.raises(ValueError, match="stop <= start"):
+    with pytest.raises(ValueError, match="stop < start"):
         simulate_ep(reversed_chunk)
     no_copy = dict(plan.items())
     no_copy["weight_transfers"] = np.zeros((0, 3), dtype=np.int64)
@@ -315,3 +333,81 @@ def test_inconsistent_plans_are_refused():
     no_placement = {k: v for k, v in plan.items() if k != "placement"}
     with pytest.raises(ValueError, match="placement"):
         simulate_ep(no_placement)
+
+
+def test_loads_are_totals_and_source_loads_the_per_source_counts():
+    # one meaning of `loads` in numtk.moe: routing-slot totals per expert, (N,) or (L, N) for the planners'
+    # batches; per-source counts (N, S) go to simulate_ep as `source_loads`
+    rng = np.random.default_rng(8)
+    logits = rng.normal(size=(64, 8))
+    logits[:, 0] += 3.0
+    source = routing_loads(logits, 2, num_sources=4)
+    totals = source.sum(axis=1)
+    np.testing.assert_array_equal(totals, routing_loads(logits, 2))
+    plan = llep_plan(totals, 4, min_chunk=1)
+    exact = simulate_ep(plan, "h200", source_loads=source)
+    np.testing.assert_array_equal(simulate_ep(plan, "h200", loads=totals, source_loads=source).latency, exact.latency)
+    assert not np.array_equal(exact.remote_slots, simulate_ep(plan, "h200").remote_slots)   # the origin matters
+    with pytest.raises(ValueError, match="`source_loads`"):
+        simulate_ep(plan, loads=source)                      # the (N, S) counts are not `loads`
+    # a plan of two layers and its (L, N, S) counts: row `layer` is the one-layer case
+    batch_source = np.stack([source, source[::-1]])
+    batch = llep_plan(batch_source.sum(axis=2), 4, min_chunk=1)
+    np.testing.assert_array_equal(llep_plan(batch_source, 4, min_chunk=1).chunks, batch.chunks)  # summed over S
+    for layer in (0, 1, -1):
+        one = llep_plan(batch_source[layer].sum(axis=1), 4, min_chunk=1)
+        for kw in ({"source_loads": batch_source}, {"source_loads": batch_source[layer]}):
+            got = simulate_ep(batch, "h200", layer=layer, **kw)
+            ref = simulate_ep(one, "h200", source_loads=batch_source[layer])
+            np.testing.assert_array_equal(got.latency, ref.latency)
+            np.testing.assert_array_equal(got.remote_slots, ref.remote_slots)
+    with pytest.raises(ValueError, match="`source_loads` summed over the sources"):
+        simulate_ep(batch, source_loads=batch_source[1], layer=0)      # layer 1's counts for layer 0
+
+
+def test_plans_are_read_from_their_chunks_not_their_dense_assignment():
+    rng = np.random.default_rng(9)
+    loads = rng.integers(0, 400, size=24)
+    loads[:3] *= 20
+    source = np.stack([rng.multinomial(int(l), np.full(6, 1 / 6)) for l in loads])
+    plan = llep_plan(loads, 6, min_chunk=8)
+    res = simulate_ep(plan, "h200", source_loads=source)
+    assert "assignment" not in plan.__dict__                   # not built by the simulator
+    # the same plan as a plain mapping with its dense assignment: cross-checked, the same result
+    as_dict = dict(plan.items())
+    assert "assignment" in plan.__dict__
+    ref = simulate_ep(as_dict, "h200", source_loads=source)
+    for key in ("latency", "compute", "weights", "a2a", "peak_memory", "remote_slots"):
+        np.testing.assert_array_equal(res[key], ref[key])
+    # a mapping without chunks: the assignment's rows are cut in device order
+    dense = {k: as_dict[k] for k in ("assignment", "weight_transfers", "placement")}
+    unit = simulate_ep(dense)
+    np.testing.assert_array_equal(unit.latency, plan.device_loads)
+    np.testing.assert_array_equal(simulate_ep(dense, "h200").compute, res.compute)
+    # a built assignment or device loads that disagree with the chunks are refused
+    plan.__dict__["assignment"] = plan.assignment.copy()
+    plan.__dict__["assignment"][0, 0] += 1
+    with pytest.raises(ValueError, match=r"`plan.assignment` does not match its chunks"):
+        simulate_ep(plan)
+    wrong = dict(as_dict, device_loads=as_dict["device_loads"] + np.eye(6, dtype=np.int64)[0])
+    with pytest.raises(ValueError, match=r"`plan.device_loads` does not match its chunks"):
+        simulate_ep(wrong)
+
+
+def test_simulating_a_large_plan_allocates_no_dense_assignment():
+    # N = 4000 experts on P = 500 devices: the dense (N, P) int64 array would be 16 MB
+    import tracemalloc
+
+    rng = np.random.default_rng(10)
+    N, P = 4000, 500
+    loads = rng.zipf(1.5, size=N).clip(max=10**6) * 64
+    plan = llep_plan(loads, np.arange(N) % P, min_chunk=16)
+    tracemalloc.start()
+    try:
+        res = simulate_ep(plan, "h200")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "assignment" not in plan.__dict__
+    assert peak < 4 * 2**20, peak
+    np.testing.assert_array_equal(res.device_loads, plan.device_loads)

@@ -4,6 +4,7 @@ EP on the same layer (its numbers are not asserted: only what it measures and th
 
 import functools
 
+import numpy as np
 import pytest
 import torch.distributed as dist
 
@@ -63,7 +64,10 @@ def test_benchmark_measures_both_methods_on_the_same_layer():
                          backward=True, min_chunk=4, timeout=240)
     assert len(res.ep_times) == len(res.llep_times) == 2 and res.ep_time > 0 and res.llep_time > 0
     assert res.ep_cpu_time > 0 and res.llep_cpu_time > 0 and res.cpu_speedup == res.ep_cpu_time / res.llep_cpu_time
-    assert res.loads.shape == (8, 2) and res.loads.sum() == 2 * 96 * 2
+    # loads: the totals per expert, as numtk.moe's planners take them; source_loads: per source rank
+    assert res.loads.shape == (8,) and res.loads.sum() == 2 * 96 * 2
+    assert res.source_loads.shape == (8, 2) and np.array_equal(res.source_loads.sum(axis=1), res.loads)
+    assert np.all(res.source_loads.sum(axis=0) == 96 * 2)      # each rank routes its 96 tokens to 2 experts
     # 95 % of the tokens go to experts 0..3, all native on rank 0: standard EP loads rank 0, LLEP halves it
     assert res.loads[:4].sum() >= 0.9 * res.loads.sum()
     assert res.ep_max_load >= 0.9 * res.loads.sum() and res.llep_max_load <= -(-res.loads.sum() // 2) + 4

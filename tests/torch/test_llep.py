@@ -353,3 +353,54 @@ def test_without_a_process_group_the_error_says_how_to_start_one():
     x, logits, weights, plan = _one_rank_inputs()
     with pytest.raises(RuntimeError, match="init_process_group"):
         llep_moe_forward(x, logits, weights, plan, top_k=2)
+
+
+def test_a_plan_of_several_layers_needs_layer(group_of_one):
+    x, logits, weights, plan = _one_rank_inputs()
+    loads = routing_loads(logits.numpy(), 2)
+    batch = llep_plan(np.stack([loads + 1, loads]), 1)              # this step's loads are layer 1's
+    with pytest.raises(ValueError, match="`plan` is a plan of 2 layers.*pass `layer`"):
+        llep_moe_forward(x, logits, weights, batch, top_k=2)
+    ref = llep_moe_forward(x, logits, weights, plan, top_k=2)
+    for layer in (1, -1):
+        np.testing.assert_array_equal(llep_moe_forward(x, logits, weights, batch, top_k=2, layer=layer).numpy(),
+                                      ref.numpy())
+    with pytest.raises(ValueError, match="expert loads of `plan`"):
+        llep_moe_forward(x, logits, weights, batch, top_k=2, layer=0)
+    with pytest.raises(ValueError, match="`layer`"):
+        llep_moe_forward(x, logits, weights, batch, top_k=2, layer=2)
+    with pytest.raises(TypeError, match="`layer`"):
+        llep_moe_forward(x, logits, weights, batch, top_k=2, layer=1.5)
+    # a planner that makes several layers, and a one-layer plan with layer 0
+    planner = lambda totals: standard_ep_plan(np.stack([totals, totals]), 1)  # noqa: E731
+    np.testing.assert_array_equal(llep_moe_forward(x, logits, weights, planner, top_k=2, layer=0).numpy(), ref.numpy())
+    with pytest.raises(ValueError, match="pass `layer`"):
+        llep_moe_forward(x, logits, weights, planner, top_k=2)
+    np.testing.assert_array_equal(llep_moe_forward(x, logits, weights, plan, top_k=2, layer=0).numpy(), ref.numpy())
+
+
+def test_plans_are_checked_as_numtk_moe_checks_them(group_of_one):
+    # one helper of numtk.moe checks a plan for the simulator, the NumPy executor and this layer: the same
+    # broken plan gets the same message from all three
+    from numtk.moe import simulate_ep
+
+    x, logits, weights, plan = _one_rank_inputs()
+    fields = dict(plan.items())
+    l0 = int(fields["chunks"][0, 3])
+    broken = {
+        "gap": {"chunks": fields["chunks"] + np.array([0, 0, 1, 1])},
+        "reversed": {"chunks": np.r_[[[int(fields["chunks"][0, 0]), 0, l0, 0]], fields["chunks"][1:]]},
+        "expert": {"chunks": np.r_[fields["chunks"], [[7, 0, 0, 1]]]},
+        "transfer": {"weight_transfers": np.array([[0, 0, 0]])},
+        "device_loads": {"device_loads": fields["device_loads"] + 1},
+        "assignment": {"assignment": fields["assignment"] + 1},
+    }
+    for name, change in broken.items():
+        bad = Result(**{**fields, **change})
+        with pytest.raises(ValueError) as sim:
+            simulate_ep(bad)
+        with pytest.raises(ValueError) as run:
+            llep_moe_forward(x, logits, weights, bad, top_k=2)
+        with pytest.raises(ValueError) as ref:
+            moe_forward(x.numpy(), logits.numpy(), tuple(w.numpy() for w in weights), bad, top_k=2)
+        assert str(sim.value) == str(run.value) == str(ref.value), name

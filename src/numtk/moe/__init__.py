@@ -52,6 +52,9 @@ stored in the spare exponent bits of bf16 words; the merging baselines and the e
 
    puzzle_merge          -- one pair (or a batch of pairs) merged into a shared magnitude, two masks, two signs.
    merge_experts         -- the experts of a layer paired, merged and packed, with per-pair reports.
+   pack_bf16             -- a merged pair as bf16 words: magnitude, both masks and both signs in 16 bits.
+   unpack_bf16           -- the parts of packed words, or one expert's weights.
+   packed_matvec         -- one expert of packed words times vectors, decoded on the fly (compiled).
    average_merge         -- the (weighted) average of experts.
    ties_merge            -- TIES-merging: trim, elect a sign, disjoint mean.
    dare_merge            -- DARE: random drop and rescale, then a linear or TIES combination.
@@ -66,9 +69,10 @@ from numtk.moe._loads import hot_expert_loads, zipf_loads, dirichlet_loads
 from numtk.moe._simulate import simulate_ep
 from numtk.moe._executor import moe_forward, routing_loads
 from numtk.moe._puzzle import puzzle_merge, merge_experts, average_merge, ties_merge, dare_merge, reconstruction_error
+from numtk.moe._bf16 import pack_bf16, unpack_bf16, packed_matvec
 
 __all__: list[str] = ["llep_plan", "standard_ep_plan", "optimal_plan", "eplb_rebalance", "eplb_device_loads",
                       "hot_expert_loads", "zipf_loads", "dirichlet_loads",
                       "simulate_ep", "moe_forward", "routing_loads",
                       "puzzle_merge", "merge_experts", "average_merge", "ties_merge", "dare_merge",
-                      "reconstruction_error"]
+                      "reconstruction_error", "pack_bf16", "unpack_bf16", "packed_matvec"]

@@ -19,7 +19,7 @@ from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_bool, check_finite, check_int, check_size
 from numtk.moe._simulate import ExecutionView, execution_view
 
-__all__ = ["moe_forward", "routing_loads"]
+__all__ = ["moe_forward", "routing_loads", "expert_matrices", "check_expert_shapes"]
 
 #: elements of the product temporary of one row block of :func:`_rowwise_matmul`
 _BLOCK_ELEMENTS = 1 << 21
@@ -59,7 +59,8 @@ def _gates(logits: np.ndarray, order: np.ndarray, chosen: np.ndarray, normalize:
 
 @constraints(router_logits="array2d", top_k="int>=1", num_sources="count")
 def routing_loads(router_logits: Any, top_k: int = 2, *, num_sources: int | None = None) -> np.ndarray:
-    r"""The routing-slot count of every expert under top-k routing: the ``loads`` a plan is made from.
+    r"""The routing-slot count of every expert under top-k routing: the ``loads`` a plan is made from, or per
+    source device the ``source_loads`` of :func:`simulate_ep`.
 
     Parameters
     ----------
@@ -69,12 +70,16 @@ def routing_loads(router_logits: Any, top_k: int = 2, *, num_sources: int | None
         Experts per token (default 2), at most N.
     num_sources : int, optional
         If given, S source devices holding the tokens in contiguous blocks (token t lives on device
-        :math:`\lfloor t S / T \rfloor`); the counts are then per source.
+        :math:`\lfloor t S / T \rfloor`); the counts are then per source: the ``source_loads`` of
+        :func:`simulate_ep` (with S = P), not the ``loads`` of a planner, which are their sums over the sources.
 
     Returns
     -------
     loads : ndarray of int64, shape (N,) or (N, S)
-        ``loads[e]`` tokens route to expert e (``loads[e, s]`` of them live on device s). Sums to ``T * top_k``.
+        ``loads[e]`` tokens route to expert e: the ``loads`` of :func:`llep_plan`, :func:`standard_ep_plan`,
+        :func:`optimal_plan`. With ``num_sources``, ``loads[e, s]`` of them live on device s: per-source counts
+        for ``simulate_ep(..., source_loads=...)``; ``loads.sum(axis=1)`` are the totals. Sums to
+        ``T * top_k``.
 
     Raises
     ------
@@ -100,10 +105,13 @@ def routing_loads(router_logits: Any, top_k: int = 2, *, num_sources: int | None
     >>> logits = np.array([[3.0, 1.0, 2.0], [0.0, 5.0, 1.0], [2.0, 2.0, 0.0], [1.0, 0.0, 4.0]])
     >>> routing_loads(logits, top_k=2)
     array([3, 2, 3])
-    >>> routing_loads(logits, top_k=2, num_sources=2)      # tokens 0-1 on device 0, 2-3 on device 1
+    >>> source = routing_loads(logits, top_k=2, num_sources=2)   # tokens 0-1 on device 0, 2-3 on device 1
+    >>> source
     array([[1, 2],
            [1, 1],
            [2, 1]])
+    >>> source.sum(axis=1)                                     # the totals, what a plan takes
+    array([3, 2, 3])
     """
     logits = _logits(router_logits)
     T, N = logits.shape
@@ -149,33 +157,43 @@ def _swiglu(X: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndar
         return _rowwise_matmul(a, w_down)
 
 
-def _experts(experts: Any, D: int, N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def expert_matrices(experts: Any, *, whose: str = "") -> list[Any]:
+    """The three weight arrays of ``experts``, a tuple ``(w_gate, w_up, w_down)`` or a dict with those keys,
+    unchecked (the NumPy executor and the torch layer check them as arrays or tensors). ``whose`` qualifies
+    the experts in the TypeError (e.g. " of this rank's native experts")."""
     if isinstance(experts, Mapping):
         unknown = [k for k in experts if k not in _EXPERT_KEYS]
         missing = [k for k in _EXPERT_KEYS if k not in experts]
         if unknown or missing:
             raise ValueError(f"`experts` as a dict needs exactly the keys {list(_EXPERT_KEYS)}; "
                              f"unknown {unknown}, missing {missing}")
-        mats = [experts[k] for k in _EXPERT_KEYS]
-    elif isinstance(experts, (tuple, list)):
+        return [experts[k] for k in _EXPERT_KEYS]
+    if isinstance(experts, (tuple, list)):
         if len(experts) != 3:
             raise ValueError(f"`experts` must be (w_gate, w_up, w_down); got a sequence of {len(experts)}")
-        mats = list(experts)
-    else:
-        raise TypeError(f"`experts` must be a tuple (w_gate, w_up, w_down) or a dict with those keys; got "
-                        f"{type(experts).__name__}")
-    out = []
-    for key, mat in zip(_EXPERT_KEYS, mats):
-        arr = as_array(mat, f"experts['{key}']", ndim=3, kinds="iuf")
-        out.append(arr)
-    wg, wu, wd = out
+        return list(experts)
+    raise TypeError(f"`experts` must be a tuple (w_gate, w_up, w_down){whose} or a dict with those keys; got "
+                    f"{type(experts).__name__}")
+
+
+def check_expert_shapes(mats: list[Any], D: int, what: str) -> int:
+    """``w_gate`` and ``w_up`` of shape (M, H, D), ``w_down`` of shape (M, D, H), H >= 1 (arrays or tensors);
+    ``what`` names the M experts in the message. Returns H."""
+    wg, wu, wd = (tuple(int(n) for n in m.shape) for m in mats)
+    M, H = wg[0], wg[1]
+    if wg != (M, H, D) or wu != (M, H, D) or wd != (M, D, H) or H < 1:
+        raise ValueError(f"`experts` must hold w_gate and w_up of shape (M, H, D) = ({M}, H, {D}) and w_down of "
+                         f"shape (M, D, H), H >= 1, for the M {what}; got {wg}, {wu} and {wd}")
+    return H
+
+
+def _experts(experts: Any, D: int, N: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    wg, wu, wd = (as_array(mat, f"experts['{key}']", ndim=3, kinds="iuf")
+                  for key, mat in zip(_EXPERT_KEYS, expert_matrices(experts)))
     if not wg.shape[0] == wu.shape[0] == wd.shape[0] == N:
         raise ValueError(f"`experts` must hold one matrix per expert of `router_logits` ({N} columns); got "
                          f"{wg.shape[0]}, {wu.shape[0]} and {wd.shape[0]}")
-    H = wg.shape[1]
-    if wg.shape != (N, H, D) or wu.shape != (N, H, D) or wd.shape != (N, D, H) or H < 1:
-        raise ValueError(f"`experts` must hold w_gate and w_up of shape (N, H, D) = ({N}, H, {D}) and w_down of "
-                         f"shape (N, D, H), H >= 1; got {wg.shape}, {wu.shape} and {wd.shape}")
+    check_expert_shapes([wg, wu, wd], D, "experts")
     return wg, wu, wd
 
 
@@ -275,8 +293,7 @@ def moe_forward(x: Any, router_logits: Any, experts: Any, plan: Any = None, *, t
     Examples
     --------
     >>> import numpy as np
-    >>> from numtk.moe import moe_forward, routing_loads
-    >>> from numtk.moe._plan import plan_result
+    >>> from numtk.moe import llep_plan, moe_forward, routing_loads
     >>> rng = np.random.default_rng(0)
     >>> T, N, D, H = 6, 4, 8, 16
     >>> x, logits = rng.normal(size=(T, D)), rng.normal(size=(T, N))
@@ -285,9 +302,9 @@ def moe_forward(x: Any, router_logits: Any, experts: Any, plan: Any = None, *, t
     >>> loads
     array([4, 3, 2, 3])
     >>> # experts 0, 1 native on device 0 and 2, 3 on device 1; device 1 takes the last slot of expert 0
-    >>> chunks = np.array([[0, 0, 0, 3], [0, 1, 3, 4], [1, 0, 0, 3], [2, 1, 0, 2], [3, 1, 0, 3]])
-    >>> plan = plan_result(loads, np.array([0, 0, 1, 1]), 2, chunks, method="demo", capacity=6, imbalance=1.0,
-    ...                    forced=0, lower=6, expert_bytes=None, token_bytes=0.0, memory_limit=None)
+    >>> plan = llep_plan(loads, 2, min_chunk=1, imbalance_threshold=None)
+    >>> plan.chunks.tolist()                     # (expert, device, start, stop)
+    [[0, 0, 0, 3], [0, 1, 3, 4], [1, 0, 0, 3], [3, 1, 0, 3], [2, 1, 0, 2]]
     >>> res = moe_forward(x, logits, experts, plan, top_k=2)
     >>> res.device_loads, res.weights_received
     (array([6, 6]), array([0, 1]))

@@ -101,8 +101,9 @@ def hot_expert_loads(num_experts: int, num_tokens: int, *, top_k: int = 1, hot_f
         tokens are cold. Default 1.
     num_sources : int, optional
         S, the source devices (EP ranks), each routing ``num_tokens`` tokens by the same rule. The result
-        is the total over sources, S times the loads of one source; the per-source loads (N, S) of a
-        plan are ``np.repeat(loads[:, None] // S, S, axis=1)``, all columns equal. Default 1.
+        is the total over sources, S times the loads of one source: the ``loads`` a planner takes. The
+        per-source counts, all columns equal, are ``np.repeat(loads[:, None] // S, S, axis=1)``, shape
+        (N, S): pass them to :func:`simulate_ep` as ``source_loads`` (never as ``loads``). Default 1.
     style : {'slots', 'anchor'}, optional
         ``'slots'`` (default): ``hot_fraction`` of the routing slots go to the hot experts, spread evenly;
         ``'anchor'``: the rule of the LLEP reference tests (``create_imbalanced_routing``), in which

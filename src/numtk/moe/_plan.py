@@ -21,7 +21,8 @@ from numtk._lib._validation import as_array, check_int, check_real
 
 __all__ = ["as_loads", "as_placement", "check_memory", "lower_bound", "max_foreign_from_bytes",
            "plan_result", "standard_chunks", "imbalance_ratio",
-           "PlanResult", "layers_result", "standard_layers", "native_ratios"]
+           "PlanResult", "layers_result", "standard_layers", "native_ratios",
+           "as_layer_loads", "PlanLayer", "plan_layer"]
 
 #: loads and chunk offsets stay below this, so that sums over experts cannot overflow int64
 MAX_TOTAL = 2**62
@@ -348,3 +349,209 @@ def native_ratios(batch: np.ndarray, pi: np.ndarray, P: int, metric: str) -> np.
     top = values.max(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(mean > 0, top / np.where(mean > 0, mean, 1.0), 1.0)
+
+
+def as_layer_loads(loads: Any, name: str = "loads", *, hint: str = "") -> np.ndarray:
+    """One layer's ``loads`` as int64 (N,): the routing-slot totals of its experts.
+
+    A 2-D array is refused: it would be per-source counts (N, S) for one function and a batch of layers
+    (L, N) for another. The ValueError says so, followed by ``hint`` (what to pass instead here)."""
+    arr = as_array(loads, name, kinds="iuf")
+    if arr.ndim != 1:
+        what = ("a 2-D array is ambiguous (per-source counts (N, S) or a batch of layers (L, N)); "
+                if arr.ndim == 2 else "")
+        raise ValueError(f"`{name}` must be the routing-slot totals of one layer, shape (N,); got an array of "
+                         f"shape {arr.shape}: {what}{hint or 'sum per-source counts over the sources'}")
+    totals, _ = as_loads(arr, name)
+    return totals
+
+
+class PlanLayer:
+    """One layer of a plan, checked (:func:`plan_layer`): what the simulator, the executor and the torch layer
+    carry out.
+
+    Attributes: ``chunks`` (K, 4) int64 rows (expert, device, start, stop) with start < stop, in plan order;
+    ``placement`` (N,) int64; ``transfers`` (W, 3) int64 rows (expert, native device, destination), one per
+    (expert, destination), in plan order; ``loads`` (N,) int64, each expert's slots (the chunks' sizes);
+    ``num_devices`` P; ``num_layers`` L of the plan and the ``layer`` (in [0, L)) taken from it.
+    """
+
+    __slots__ = ("chunks", "placement", "transfers", "loads", "num_devices", "num_layers", "layer")
+
+    def __init__(self, chunks: np.ndarray, placement: np.ndarray, transfers: np.ndarray, loads: np.ndarray,
+                 num_devices: int, num_layers: int, layer: int) -> None:
+        self.chunks, self.placement, self.transfers, self.loads = chunks, placement, transfers, loads
+        self.num_devices, self.num_layers, self.layer = num_devices, num_layers, layer
+
+
+_PLAN_KINDS = "a plan Result of numtk.moe: llep_plan, standard_ep_plan or optimal_plan"
+
+
+def _has_field(plan: Any, key: str) -> bool:
+    """Whether ``plan`` holds ``key`` without building anything: a :class:`PlanResult`'s ``assignment`` counts
+    only once it has been built."""
+    if isinstance(plan, PlanResult):
+        return key in plan.__dict__
+    return key in plan
+
+
+def _plan_field(plan: Any, key: str, ndims: tuple[int, ...], name: str) -> np.ndarray:
+    if key not in plan:
+        raise ValueError(f"`{name}` lacks the field {key!r} ({_PLAN_KINDS})")
+    # attribute access on a Result: item access on a PlanResult would build its dense assignment
+    value = plan.__dict__[key] if isinstance(plan, Result) and key in plan.__dict__ else plan[key]
+    arr = as_array(value, f"{name}.{key}", kinds="iu")
+    if arr.ndim not in ndims:
+        raise ValueError(f"`{name}.{key}` must be {' or '.join(map(str, ndims))}-D; got shape {arr.shape}")
+    return arr.astype(np.int64, copy=False)
+
+
+def _chunks_of_assignment(assignment: np.ndarray) -> np.ndarray:
+    """Chunks of a dense (N, P) assignment: each expert's slots cut in increasing device order."""
+    e, p = np.nonzero(assignment)
+    stop = np.cumsum(assignment, axis=1)[e, p]
+    return np.column_stack([e, p, stop - assignment[e, p], stop]).astype(np.int64).reshape(-1, 4)
+
+
+def plan_layer(plan: Any, layer: Any = 0, *, name: str = "plan") -> PlanLayer:
+    """Layer ``layer`` of a plan (a plan Result, or a mapping with its fields), checked.
+
+    Reads ``chunks`` (K, 4), or (K, 5) with a leading layer column for a plan of several layers,
+    ``weight_transfers`` (W, 3) or (W, 4), ``placement`` (N,) (or one row per layer) and ``device_loads``
+    (P,) or (L, P). The dense ``assignment`` is read only where it costs nothing: a mapping without
+    ``chunks`` (then its rows are cut in device order), or one that holds it; a :class:`PlanResult`'s is
+    cross-checked only once built. Refuses, with a ValueError naming ``name``: missing or malformed fields,
+    chunks of an expert or device out of range, chunks that do not tile ``[0, load)`` of every expert,
+    transfers that are not (expert, native device, another device), a chunk away from its expert's native
+    device without a transfer there, device loads or an assignment that disagree with the chunks.
+    """
+    if (not (hasattr(plan, "keys") and hasattr(plan, "__getitem__") and hasattr(plan, "__contains__"))
+            or isinstance(plan, (str, bytes))):
+        raise TypeError(f"`{name}` must be {_PLAN_KINDS}; got {type(plan).__name__}")
+    has_chunks = "chunks" in plan
+    assignment = None
+    if _has_field(plan, "assignment") or not has_chunks:
+        if "assignment" not in plan:
+            raise ValueError(f"`{name}` lacks the field 'chunks' ({_PLAN_KINDS})")
+        assignment = _plan_field(plan, "assignment", (2, 3), name)
+    if has_chunks:
+        chunks = _plan_field(plan, "chunks", (2,), name)
+        if chunks.shape[1] not in (4, 5):
+            raise ValueError(f"`{name}.chunks` must have rows (expert, device, start, stop), shape (K, 4), or "
+                             f"(layer, expert, device, start, stop) for a plan of several layers; got shape "
+                             f"{chunks.shape}")
+        batched = chunks.shape[1] == 5
+    else:
+        batched = assignment.ndim == 3
+    lead = int(batched)
+    transfers = _plan_field(plan, "weight_transfers", (2,), name)
+    if transfers.shape[1] != 3 + lead:
+        raise ValueError(f"`{name}.weight_transfers` must have shape (W, {3 + lead}) with chunks of "
+                         f"{4 + lead} columns; got {transfers.shape}")
+    placement = _plan_field(plan, "placement", (1, 2), name)
+    device_loads = _plan_field(plan, "device_loads", (1 + lead,), name) if "device_loads" in plan else None
+    if assignment is not None and assignment.ndim != 2 + lead:
+        raise ValueError(f"`{name}.assignment` must be {2 + lead}-D with chunks of {4 + lead} columns; got shape "
+                         f"{assignment.shape}")
+    sized = device_loads if device_loads is not None else assignment
+    if sized is None:
+        raise ValueError(f"`{name}` lacks the field 'device_loads' (the device count; {_PLAN_KINDS})")
+    P = int(sized.shape[-1])
+    L = int(sized.shape[0]) if batched else 1
+    if P < 1 or L < 1:
+        raise ValueError(f"`{name}` must have at least one device and one layer; got device loads of shape "
+                         f"{sized.shape}")
+    layer = check_int(layer, "layer", minimum=-L, maximum=L - 1) % L
+    if batched:
+        for what, arr in (("chunks", chunks if has_chunks else None), ("weight_transfers", transfers)):
+            if arr is not None and len(arr) and (arr[:, 0].min() < 0 or arr[:, 0].max() >= L):
+                raise ValueError(f"`{name}.{what}` has a layer outside [0, {L})")
+        transfers = transfers[transfers[:, 0] == layer, 1:]
+        if has_chunks:
+            chunks = chunks[chunks[:, 0] == layer, 1:]
+        if assignment is not None:
+            if assignment.shape[0] != L:
+                raise ValueError(f"`{name}.assignment` must hold one matrix per layer ({L}); got {assignment.shape[0]}")
+            assignment = assignment[layer]
+        if device_loads is not None:
+            device_loads = device_loads[layer]
+    if placement.ndim == 2:
+        if placement.shape[0] != L:
+            raise ValueError(f"`{name}.placement` must hold one row per layer ({L}); got {placement.shape[0]}")
+        placement = placement[layer]
+    N = len(placement)
+    if N < 1:
+        raise ValueError(f"`{name}.placement` must hold the native device of at least one expert")
+    if placement.min() < 0 or placement.max() >= P:
+        raise ValueError(f"`{name}.placement` must hold device ids in [0, {P})")
+    if assignment is not None:
+        if assignment.shape != (N, P):
+            raise ValueError(f"`{name}.assignment` must have shape (N, P) = ({N}, {P}); got {assignment.shape}")
+        if assignment.size and assignment.min() < 0:
+            raise ValueError(f"`{name}.assignment` must be non-negative")
+        if not has_chunks:
+            if assignment.size and int(assignment.max()) >= MAX_TOTAL // max(P, 1):
+                raise ValueError(f"`{name}.assignment` must hold loads below 2**62")
+            chunks = _chunks_of_assignment(assignment)
+
+    # chunks: in range, non-empty, tiling [0, load) of each expert
+    e, p, start, stop = chunks.T
+    if len(chunks) and (e.min() < 0 or e.max() >= N):
+        raise ValueError(f"`{name}` has a chunk of an expert outside [0, {N})")
+    if len(chunks) and (p.min() < 0 or p.max() >= P):
+        raise ValueError(f"`{name}` has a chunk on a device outside [0, {P})")
+    if np.any(start < 0) or np.any(stop < start):
+        raise ValueError(f"`{name}` has a chunk with start < 0 or stop < start")
+    if np.any(stop == start):  # empty chunks compute nothing
+        chunks = chunks[stop > start]
+        e, p, start, stop = chunks.T
+    loads = np.zeros(N, dtype=np.int64)
+    if len(chunks):
+        es, ss, ts = e, start, stop
+        first = np.r_[True, es[1:] != es[:-1]]
+        # a planner lists each expert's chunks together, by increasing start: then no sort is needed
+        if np.any(np.bincount(es[first], minlength=N) > 1) or np.any(ss[1:][~first[1:]] != ts[:-1][~first[1:]]):
+            order = np.lexsort((start, e))
+            es, ss, ts = e[order], start[order], stop[order]
+            first = np.r_[True, es[1:] != es[:-1]]
+        if np.any(ss[first] != 0) or np.any(ss[1:][~first[1:]] != ts[:-1][~first[1:]]):
+            raise ValueError(f"the chunks of `{name}` must tile [0, load) of every expert without gaps or overlaps")
+        last = np.r_[first[1:], True]
+        loads[es[last]] = ts[last]
+        if int(loads.max()) >= MAX_TOTAL // N and sum(int(v) for v in loads) >= MAX_TOTAL:
+            raise ValueError(f"the expert loads of `{name}` must total below 2**62")
+    sizes = stop - start
+    if device_loads is not None:
+        per_device = np.zeros(P, dtype=np.int64)
+        np.add.at(per_device, p, sizes)
+        if device_loads.shape != (P,) or not np.array_equal(per_device, device_loads):
+            raise ValueError(f"`{name}.device_loads` does not match its chunks")
+    if assignment is not None and has_chunks:
+        keys, inverse = np.unique(e * P + p, return_inverse=True)
+        slots = np.zeros(len(keys), dtype=np.int64)
+        np.add.at(slots, inverse.ravel(), sizes)
+        if np.count_nonzero(assignment) != len(keys) or np.any(assignment[keys // P, keys % P] != slots):
+            raise ValueError(f"`{name}.assignment` does not match its chunks")
+
+    # transfers: (expert, native device, another device), one per (expert, destination); every chunk away
+    # from its expert's native device has one
+    if len(transfers):
+        te, ts_, td = transfers.T
+        if (te.min() < 0 or te.max() >= N or td.min() < 0 or td.max() >= P or np.any(ts_ != placement[te])
+                or np.any(td == ts_)):
+            raise ValueError(f"`{name}.weight_transfers` must hold rows (expert, native device, another device) of "
+                             "the plan's experts and devices")
+        _, keep = np.unique(te * P + td, return_index=True)
+        if len(keep) < len(transfers):
+            transfers = transfers[np.sort(keep)]
+    away = np.flatnonzero(p != placement[e]) if len(chunks) else np.zeros(0, dtype=np.int64)
+    if len(away):
+        wanted = e[away] * P + p[away]
+        have = np.sort(transfers[:, 0] * P + transfers[:, 2])
+        at = np.minimum(np.searchsorted(have, wanted), max(len(have) - 1, 0))
+        missing = have[at] != wanted if len(have) else np.ones(len(wanted), dtype=bool)
+        if missing.any():
+            ee, pp = divmod(int(wanted[np.argmax(missing)]), P)
+            raise ValueError(f"`{name}` computes expert {ee} on device {pp} without a weight transfer to it")
+    return PlanLayer(np.ascontiguousarray(chunks), np.ascontiguousarray(placement),
+                     np.ascontiguousarray(transfers), loads, P, L, layer)

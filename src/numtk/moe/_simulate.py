@@ -17,7 +17,7 @@ import numpy as np
 from numtk._lib import Result
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_bool, check_int, check_real
-from numtk.moe._plan import as_loads
+from numtk.moe._plan import as_layer_loads, as_loads, plan_layer
 
 __all__ = ["simulate_ep", "COST_PRESETS", "ExecutionView", "execution_view"]
 
@@ -77,6 +77,8 @@ class ExecutionView:
     transfers: np.ndarray     # (W, 3) int64 rows (expert, src, dst)
     replicas: np.ndarray | None  # (P, R / P) experts of each GPU's replica slots (EPLB); None for plans
     kind: str                 # "plan" or "eplb"
+    num_layers: int = 1       # layers of the plan or placement the view was taken from
+    layer: int = 0            # the layer taken, in [0, num_layers)
 
     @property
     def device_loads(self) -> np.ndarray:
@@ -118,92 +120,18 @@ def _int_field(plan: Any, key: str, ndim: int | tuple[int, ...], name: str) -> n
     return arr.astype(np.int64, copy=False)
 
 
-def _check_tiling(chunks: np.ndarray, loads: np.ndarray, name: str) -> None:
-    """The chunks of every expert tile [0, loads[e]) without overlap."""
-    N = len(loads)
-    if len(chunks) == 0:
-        if loads.any():
-            raise ValueError(f"`{name}` has no chunks, but its experts have routing slots")
-        return
-    e, start, stop = chunks[:, 0], chunks[:, 2], chunks[:, 3]
-    if e.min() < 0 or e.max() >= N:
-        raise ValueError(f"`{name}` has a chunk of an expert outside [0, {N})")
-    if np.any(start < 0) or np.any(stop <= start):
-        raise ValueError(f"`{name}` has a chunk with start < 0 or stop <= start")
-    order = np.lexsort((start, e))
-    e, start, stop = e[order], start[order], stop[order]
-    first = np.r_[True, e[1:] != e[:-1]]
-    last = np.r_[e[1:] != e[:-1], True]
-    covered = np.zeros(N, dtype=bool)
-    covered[e] = True
-    if (np.any(start[first] != 0) or np.any(start[~first] != stop[np.flatnonzero(~first) - 1])
-            or np.any(stop[last] != loads[e[last]]) or np.any(loads[~covered] != 0)):
-        raise ValueError(f"the chunks of `{name}` must tile [0, load) of every expert without gaps or overlaps")
-
-
 def _view_of_plan(plan: Any, layer: Any, name: str) -> ExecutionView:
-    if "assignment" not in plan:
-        raise ValueError(f"`{name}` lacks the field 'assignment'")
-    batched = np.ndim(plan["assignment"]) == 3  # a plan of several layers: chunks and transfers lead with it
-    assignment = _int_field(plan, "assignment", 3 if batched else 2, name)
-    chunks = _int_field(plan, "chunks", 2, name)
-    transfers = _int_field(plan, "weight_transfers", 2, name)
-    placement = _int_field(plan, "placement", (1, 2), name)
-    num_layers = assignment.shape[0] if batched else 1
-    layer = check_int(layer, "layer", minimum=-num_layers, maximum=num_layers - 1) % num_layers
-    lead = int(batched)
-    if chunks.shape[1:] != (4 + lead,) or transfers.shape[1:] != (3 + lead,):
-        raise ValueError(f"`{name}` must have chunks of shape (K, {4 + lead}) and weight_transfers (W, {3 + lead})"
-                         f"; got {chunks.shape} and {transfers.shape}")
-    if batched:
-        assignment = assignment[layer]
-        chunks = chunks[chunks[:, 0] == layer, 1:]
-        transfers = transfers[transfers[:, 0] == layer, 1:]
-    if placement.ndim == 2:
-        if placement.shape[0] != num_layers:
-            raise ValueError(f"`{name}.placement` must hold one row per layer ({num_layers}); got "
-                             f"{placement.shape[0]}")
-        placement = placement[layer]
-    N, P = assignment.shape
-    if N < 1 or P < 1:
-        raise ValueError(f"`{name}.assignment` must have at least one expert and one device; got shape "
-                         f"{assignment.shape}")
-    if assignment.size and assignment.min() < 0:
-        raise ValueError(f"`{name}.assignment` must be non-negative")
-    if placement.shape != (N,):
-        raise ValueError(f"`{name}.placement` must hold one device per expert ({N}); got shape {placement.shape}")
-    if placement.size and (placement.min() < 0 or placement.max() >= P):
-        raise ValueError(f"`{name}.placement` must hold device ids in [0, {P})")
-    chunks = chunks[chunks[:, 3] != chunks[:, 2]]  # empty chunks compute nothing
-    loads = assignment.sum(axis=1)
-    if loads.size and loads.max() >= 2**62:
-        raise ValueError(f"`{name}.assignment` must hold loads below 2**62")
-    _check_tiling(chunks, loads, name)
-    if chunks[:, 1].size and (chunks[:, 1].min() < 0 or chunks[:, 1].max() >= P):
-        raise ValueError(f"`{name}` has a chunk on a device outside [0, {P})")
-    pairs = _pairs(chunks, P)
-    if (np.count_nonzero(assignment) != len(pairs)
-            or np.any(assignment[pairs[:, 0], pairs[:, 1]] != pairs[:, 2])):
-        raise ValueError(f"`{name}.assignment` does not match its chunks")
-    if len(transfers) and (transfers.min() < 0 or transfers[:, 0].max() >= N or transfers[:, 1:].max() >= P
-                           or np.any(transfers[:, 1] != placement[transfers[:, 0]])):
-        raise ValueError(f"`{name}.weight_transfers` must hold rows (expert, native device, destination) of "
-                         "experts and devices of the plan")
-    # every chunk away from the native device needs its expert's weights there
-    away = chunks[chunks[:, 1] != placement[chunks[:, 0]]]
-    if len(away):
-        have = set((transfers[:, 0] * P + transfers[:, 2]).tolist())
-        missing = [k for k in (away[:, 0] * P + away[:, 1]).tolist() if k not in have]
-        if missing:
-            e, p = divmod(missing[0], P)
-            raise ValueError(f"`{name}` computes expert {e} on device {p} without a weight transfer to it")
-    copies = np.unique(transfers[:, 0] * P + transfers[:, 2]) if len(transfers) else np.zeros(0, np.int64)
-    received = np.bincount(copies % P, minlength=P).astype(np.int64)
-    sent = np.bincount(placement[copies // P], minlength=P).astype(np.int64)
+    """The view of one layer of a plan, from its chunks (:func:`numtk.moe._plan.plan_layer` checks them; the
+    dense assignment is not built)."""
+    one = plan_layer(plan, layer, name=name)
+    P, placement, transfers = one.num_devices, one.placement, one.transfers
+    received = np.bincount(transfers[:, 2], minlength=P).astype(np.int64)  # transfers: one per (expert, dst)
+    sent = np.bincount(transfers[:, 1], minlength=P).astype(np.int64)
     hosted = np.bincount(placement, minlength=P).astype(np.int64) + received
-    return ExecutionView(chunks=chunks, pairs=pairs, num_devices=P, loads=loads, per_source=None, hosted=hosted,
-                         received=received, sent=sent, placement=placement, transfers=transfers, replicas=None,
-                         kind="plan")
+    return ExecutionView(chunks=one.chunks, pairs=_pairs(one.chunks, P), num_devices=P, loads=one.loads,
+                         per_source=None, hosted=hosted, received=received, sent=sent, placement=placement,
+                         transfers=transfers, replicas=None, kind="plan", num_layers=one.num_layers,
+                         layer=one.layer)
 
 
 def _view_of_eplb(plan: Any, loads: np.ndarray, layer: Any, name: str) -> ExecutionView:
@@ -240,39 +168,70 @@ def _view_of_eplb(plan: Any, loads: np.ndarray, layer: Any, name: str) -> Execut
     return ExecutionView(chunks=chunks, pairs=_pairs(chunks, G), num_devices=G, loads=loads.copy(),
                          per_source=None, hosted=np.full(G, per_gpu, dtype=np.int64), received=zeros,
                          sent=zeros.copy(), placement=None, transfers=np.zeros((0, 3), dtype=np.int64),
-                         replicas=phy2log[layer].reshape(G, per_gpu).copy(), kind="eplb")
+                         replicas=phy2log[layer].reshape(G, per_gpu).copy(), kind="eplb", num_layers=L,
+                         layer=layer)
 
 
-def execution_view(plan: Any, loads: Any = None, layer: Any = 0, *, name: str = "plan") -> ExecutionView:
-    """The execution view of a plan Result, or of layer ``layer`` of an EPLB Result with current ``loads``.
+_LOADS_HINT = ("pass per-source counts (N, S) as `source_loads`, or their totals `loads.sum(axis=1)` as `loads`; "
+               "a plan of several layers takes `layer`")
 
-    ``loads`` (N,) or (N, S) with S = P source devices: for a plan optional (then it must agree with the plan's
-    expert loads and the per-source counts are kept), for an EPLB placement required. ``layer`` picks a layer
-    of a plan of several layers (``llep_plan`` on (L, N) loads) or of an EPLB placement.
+
+def _as_source_loads(source_loads: Any) -> np.ndarray:
+    """``source_loads`` as int64 (N, S), per-source counts of one layer, or (L, N, S) of L layers."""
+    arr = as_array(source_loads, "source_loads", kinds="iuf")
+    if arr.ndim not in (2, 3) or (arr.ndim == 3 and arr.shape[0] < 1):
+        raise ValueError("`source_loads` must have shape (N, S), per-source counts of one layer, or (L, N, S) for "
+                         f"the layers of a plan (with `layer`); got an array of shape {arr.shape}")
+    return as_loads(arr, "source_loads", batch=arr.ndim == 3)[1]
+
+
+def execution_view(plan: Any, loads: Any = None, layer: Any = 0, *, source_loads: Any = None,
+                   name: str = "plan") -> ExecutionView:
+    """The execution view of layer ``layer`` of a plan Result, or of an EPLB Result with current loads.
+
+    ``loads`` (N,) routing-slot totals of the layer: for a plan optional (then it must equal the plan's expert
+    loads), for an EPLB placement required unless ``source_loads`` gives them. ``source_loads`` (N, S) with
+    S = P, the per-source counts of the layer (or (L, N, S) of the plan's L layers, row ``layer`` taken), are
+    kept in the view for the all-to-all; their sums must equal the expert loads. ``layer`` picks a layer of a
+    plan of several layers (``llep_plan`` on (L, N) loads) or of an EPLB placement.
     """
     if not hasattr(plan, "keys") or not hasattr(plan, "__getitem__") or isinstance(plan, (str, bytes)):
         raise TypeError(f"`{name}` must be a plan Result (llep_plan, standard_ep_plan, optimal_plan) or an "
                         f"eplb_rebalance Result; got {type(plan).__name__}")
-    totals = per_source = None
+    totals = source = None
     if loads is not None:
-        totals, per_source = as_loads(loads, "loads")
+        totals = as_layer_loads(loads, "loads", hint=_LOADS_HINT)
+    if source_loads is not None:
+        source = _as_source_loads(source_loads)
     if "phy2log" in plan:
         if totals is None:
-            raise ValueError(f"`loads` is needed with an EPLB placement as `{name}` (the current loads of the "
-                             "layer)")
+            if source is None:
+                raise ValueError(f"`loads` is needed with an EPLB placement as `{name}` (the current loads of the "
+                                 "layer, or per-source counts as `source_loads`)")
+            L = source.shape[0]
+            row = 0 if source.ndim == 2 else check_int(layer, "layer", minimum=-L, maximum=L - 1) % L
+            totals = (source if source.ndim == 2 else source[row]).sum(axis=1)
         view = _view_of_eplb(plan, totals, layer, name)
-    elif "assignment" in plan:
+    elif "chunks" in plan or "assignment" in plan:
         view = _view_of_plan(plan, layer, name)
         if totals is not None and not np.array_equal(totals, view.loads):
-            raise ValueError(f"`loads` (summed over sources) must equal the expert loads of `{name}`")
+            raise ValueError(f"`loads` must equal the expert loads of `{name}` (its {len(view.loads)} experts' "
+                             "routing slots)")
     else:
-        raise TypeError(f"`{name}` must be a plan Result (with 'assignment', 'chunks', 'weight_transfers', "
-                        "'placement') or an eplb_rebalance Result (with 'phy2log'); got a mapping with fields "
+        raise TypeError(f"`{name}` must be a plan Result (with 'chunks', 'weight_transfers', 'placement', "
+                        "'device_loads') or an eplb_rebalance Result (with 'phy2log'); got a mapping with fields "
                         f"{list(plan.keys())[:8]}")
-    if per_source is not None:
+    if source is not None:
+        if source.ndim == 3 and source.shape[0] != view.num_layers:
+            raise ValueError(f"`source_loads` of shape (L, N, S) must hold one matrix per layer of `{name}` "
+                             f"({view.num_layers}); got {source.shape[0]}")
+        per_source = source if source.ndim == 2 else source[view.layer]
         if per_source.shape[1] != view.num_devices:
-            raise ValueError(f"per-source `loads` must have one column per device ({view.num_devices}); got "
+            raise ValueError(f"`source_loads` must have one column per device ({view.num_devices}); got "
                              f"{per_source.shape[1]}")
+        if not np.array_equal(per_source.sum(axis=1), view.loads):
+            raise ValueError(f"`source_loads` summed over the sources must equal the expert loads of `{name}`"
+                             + (" (`loads`, which the placement's replicas share)" if view.kind == "eplb" else ""))
         view.per_source = per_source
     return view
 
@@ -295,18 +254,19 @@ def remote_slots(view: ExecutionView) -> np.ndarray:
     return (L - np.bincount(p, weights=local, minlength=P)).astype(np.float64)
 
 
-@constraints(plan="option", cost_model=("option", "mapping"), loads=("array1d", "array2d"), overlap="bool",
-             layer="index")
+@constraints(plan="option", cost_model=("option", "mapping"), loads="array1d", source_loads="array2d",
+             overlap="bool", layer="index")
 def simulate_ep(plan: Any, cost_model: str | Mapping[str, float] = "unit", *, loads: Any = None,
-                overlap: bool = False, layer: int = 0) -> Result:
+                source_loads: Any = None, overlap: bool = False, layer: int = 0) -> Result:
     r"""Per-device latency and peak memory of one MoE layer's expert-parallel plan under a cost model.
 
     Parameters
     ----------
     plan : Result
-        A plan of :func:`llep_plan`, :func:`standard_ep_plan` or :func:`optimal_plan` (fields ``assignment``,
-        ``chunks``, ``weight_transfers``, ``placement``; of one layer, or of several with ``layer``), or a
-        placement of :func:`eplb_rebalance` (field ``phy2log``), which then needs the current ``loads``.
+        A plan of :func:`llep_plan`, :func:`standard_ep_plan` or :func:`optimal_plan` (of one layer, or of
+        several with ``layer``; read from its ``chunks``, ``weight_transfers``, ``placement`` and
+        ``device_loads``, so its dense ``assignment`` is not built), or a placement of :func:`eplb_rebalance`
+        (field ``phy2log``), which then needs the current ``loads``.
     cost_model : {'unit', 'h200'} or dict, optional
         ``'unit'`` (default): the latency of a device is its load (routing slots), everything else costs 0.
         ``'h200'``: the roofline model of Notes with one NVIDIA H200 (989e12 FLOP/s dense bf16, 4.8e12 B/s
@@ -317,11 +277,17 @@ def simulate_ep(plan: Any, cost_model: str | Mapping[str, float] = "unit", *, lo
         ``peak_flops`` (FLOP/s), ``mem_bandwidth``, ``link_bandwidth`` (per direction), ``a2a_bandwidth``
         (bytes/s), ``gemm_overhead`` (seconds per expert GEMM group); missing keys take the ``'h200'``
         values, unknown keys raise.
-    loads : array_like of int, shape (N,) or (N, S), optional
-        Routing-slot counts of the layer. For a plan: optional; the totals over sources must equal the plan's
-        expert loads, and per-source counts (N, P), ``loads[e, s]`` slots of expert e from tokens living on
-        device s, make the all-to-all term exact (without them the origin of every slot is uniform over the
-        devices). For an EPLB placement: required, the loads the replicas share.
+    loads : array_like of int, shape (N,), optional
+        The routing-slot totals of the layer's experts, as everywhere in :mod:`numtk.moe` (a 2-D array is
+        refused: per-source counts go in ``source_loads``). For a plan: optional, a cross-check (they must
+        equal the plan's expert loads). For an EPLB placement: required (unless ``source_loads`` is given,
+        whose sums then are the loads), the loads the replicas share.
+    source_loads : array_like of int, shape (N, S) or (L, N, S), optional
+        Per-source counts of the layer, S = P: ``source_loads[e, s]`` slots of expert e come from tokens
+        living on device s (:func:`routing_loads` with ``num_sources``). They make the all-to-all term exact;
+        without them the origin of every slot is uniform over the devices. Their sums over the sources must
+        equal the expert loads. (L, N, S) gives them for every layer of a plan of L layers (or of an EPLB
+        placement); row ``layer`` is used.
     overlap : bool, optional
         If True, the weight transfers run while the tokens are dispatched, so a device pays the larger of
         compute and transfer time instead of their sum.
@@ -360,8 +326,9 @@ def simulate_ep(plan: Any, cost_model: str | Mapping[str, float] = "unit", *, lo
     ------
     ValueError
         An unknown preset or cost key, a parameter out of range, inconsistent plan fields (chunks that do not
-        tile the loads, a chunk on a device without its expert's weights), ``loads`` that disagree with the
-        plan, per-source ``loads`` with a column count other than P, an EPLB placement without ``loads``.
+        tile the loads, a chunk on a device without its expert's weights), ``loads`` that are not (N,) or
+        disagree with the plan, ``source_loads`` whose sums disagree or with a column count other than P, an
+        EPLB placement without ``loads``.
     TypeError
         ``plan`` of another type, ``cost_model`` neither a string nor a dict, wrong types of values.
 
@@ -385,11 +352,11 @@ def simulate_ep(plan: Any, cost_model: str | Mapping[str, float] = "unit", *, lo
     transfers per step). Under ``'unit'``: compute = latency = :math:`L_p`, weights = a2a = 0,
     peak_memory = :math:`L_p`.
 
-    The per-source order: the slots of expert e are taken source by source, those of device 0 first; a chunk
-    ``[start, stop)`` of e on device p is local for its overlap with source p's range. This is the order
-    :func:`moe_forward` uses when tokens live on devices in contiguous blocks (:func:`routing_loads` with
-    ``num_sources``). EPLB splits the slots of expert e evenly over its replicas, the first ``l_e mod c_e``
-    replicas (``log2phy`` order) taking one more.
+    The per-source order (with ``source_loads``): the slots of expert e are taken source by source, those of
+    device 0 first; a chunk ``[start, stop)`` of e on device p is local for its overlap with source p's range.
+    This is the order :func:`moe_forward` uses when tokens live on devices in contiguous blocks
+    (:func:`routing_loads` with ``num_sources``). EPLB splits the slots of expert e evenly over its replicas,
+    the first ``l_e mod c_e`` replicas (``log2phy`` order) taking one more.
 
     The speed-up of a plan is ``simulate_ep(standard).step_time / simulate_ep(plan).step_time`` on the same
     loads and cost model.
@@ -407,17 +374,13 @@ def simulate_ep(plan: Any, cost_model: str | Mapping[str, float] = "unit", *, lo
     Expert 0 is hot; the balanced plan moves 40 % of its slots, with its weights, to device 1:
 
     >>> import numpy as np
-    >>> from numtk.moe import simulate_ep
-    >>> from numtk.moe._plan import plan_result, standard_chunks
-    >>> pi = np.array([0, 0, 1, 1])
-    >>> def plans(s):                                     # loads [10, 0, 1, 1] * s
+    >>> from numtk.moe import llep_plan, routing_loads, simulate_ep, standard_ep_plan
+    >>> def plans(s):                                     # loads [10, 0, 1, 1] * s, two experts per device
     ...     loads = np.array([10, 0, 1, 1]) * s
-    ...     kw = dict(method="demo", capacity=6 * s, imbalance=1.0, forced=0, lower=6 * s, expert_bytes=None,
-    ...               token_bytes=0.0, memory_limit=None)
-    ...     balanced = [[0, 0, 0, 6 * s], [0, 1, 6 * s, 10 * s], [2, 1, 0, s], [3, 1, 0, s]]
-    ...     return (plan_result(loads, pi, 2, standard_chunks(loads, pi), **kw),
-    ...             plan_result(loads, pi, 2, np.array(balanced), **kw))
+    ...     return standard_ep_plan(loads, 2), llep_plan(loads, 2, min_chunk=1)
     >>> standard, balanced = plans(1)
+    >>> balanced.chunks.tolist()                          # (expert, device, start, stop)
+    [[0, 0, 0, 6], [0, 1, 6, 10], [2, 1, 0, 1], [3, 1, 0, 1]]
     >>> simulate_ep(standard).latency, simulate_ep(balanced).latency      # 'unit': the device loads
     (array([10.,  2.]), array([6., 6.]))
     >>> res = simulate_ep(balanced, "h200")
@@ -428,10 +391,23 @@ def simulate_ep(plan: Any, cost_model: str | Mapping[str, float] = "unit", *, lo
     >>> standard, balanced = plans(1000)
     >>> round(simulate_ep(standard, "h200").step_time / simulate_ep(balanced, "h200").step_time, 3)
     1.235
+
+    Where the tokens live: per-source counts from the router make the all-to-all exact. Tokens 0-1 live on
+    device 0 and prefer its experts 0 and 1, tokens 2-3 on device 1; only token 3 routes across (to expert 0):
+
+    >>> logits = np.array([[3.0, 2.0, 0.0, 0.0], [2.0, 3.0, 0.0, 1.0], [0.0, 1.0, 3.0, 2.0], [3.0, 0.0, 2.0, 1.0]])
+    >>> loads, source = routing_loads(logits, 2), routing_loads(logits, 2, num_sources=2)
+    >>> loads, source.tolist()                           # totals plan, per-source counts simulate
+    (array([3, 2, 2, 1]), [[2, 1], [2, 0], [0, 2], [0, 1]])
+    >>> plan = standard_ep_plan(loads, 2)
+    >>> simulate_ep(plan).remote_slots                    # uniform origin: (P - 1) / P of each device's slots
+    array([2.5, 1.5])
+    >>> simulate_ep(plan, source_loads=source).remote_slots
+    array([1., 0.])
     """
     overlap = check_bool(overlap, "overlap")
     params = _cost_model(cost_model)
-    view = execution_view(plan, loads, layer)
+    view = execution_view(plan, loads, layer, source_loads=source_loads)
     P = view.num_devices
     L = view.device_loads
     remote = remote_slots(view)

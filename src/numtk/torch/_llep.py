@@ -14,13 +14,15 @@ import statistics
 import time
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import numpy as np
 
 from numtk._lib import Result, normalize_rng
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_bool, check_int, check_option, check_real
+from numtk.moe._executor import check_expert_shapes, expert_matrices
+from numtk.moe._plan import plan_layer
 from numtk.torch._common import check_tensor, torch
 from numtk.torch._distributed import run_distributed
 
@@ -51,90 +53,25 @@ class _Plan:
         return zlib.crc32(blob) + (self.P << 32)
 
 
-def _int_field(plan: Any, key: str, ndim: int) -> np.ndarray:
-    if key not in plan:
-        raise ValueError(f"`plan` lacks the field {key!r} (a plan Result of numtk.moe: llep_plan, "
-                         "standard_ep_plan or optimal_plan)")
-    # attribute access where the plan has it: a plan Result builds its dense assignment on item access
-    arr = np.asarray(getattr(plan, key) if isinstance(plan, Result) else plan[key])
-    if arr.dtype.kind not in "iu" or arr.ndim != ndim:
-        raise ValueError(f"`plan.{key}` must be a {ndim}-D integer array; got dtype {arr.dtype}, shape {arr.shape}")
-    return arr.astype(np.int64, copy=False)
-
-
-def _parse_plan(plan: Any, P: int) -> _Plan:
-    """A plan Result's chunks, placement and transfers, checked as :func:`numtk.moe.moe_forward` checks them."""
+def _parse_plan(plan: Any, P: int, layer: Any) -> _Plan:
+    """Layer ``layer`` of a plan Result: its chunks, placement and transfers, checked as
+    :func:`numtk.moe.moe_forward` and :func:`numtk.moe.simulate_ep` check them (one helper of numtk.moe)."""
     if not (hasattr(plan, "keys") and hasattr(plan, "__getitem__")) or isinstance(plan, (str, bytes)):
         raise TypeError(f"`plan` must be a plan Result of numtk.moe (llep_plan, standard_ep_plan, optimal_plan) "
                         f"or a callable that makes one from the loads; got {type(plan).__name__}")
     if "phy2log" in plan:
         raise TypeError("`plan` is an EPLB placement; the distributed layer runs plans with chunks (llep_plan, "
                         "standard_ep_plan, optimal_plan)")
-    chunks = _int_field(plan, "chunks", 2)
-    transfers = _int_field(plan, "weight_transfers", 2)
-    placement = _int_field(plan, "placement", 1)
-    # the device count: device_loads (P,) of a plan Result, else the columns of its assignment (N, P)
-    if "device_loads" in plan:
-        Pp = len(_int_field(plan, "device_loads", 1))
-    else:
-        Pp = _int_field(plan, "assignment", 2).shape[1]
-    if Pp != P:
-        raise ValueError(f"`plan` is a plan for {Pp} devices; the process group has {P} ranks")
-    N = len(placement)
-    if N < 1 or chunks.shape[1:] != (4,) or transfers.shape[1:] != (3,):
-        raise ValueError(f"`plan` must have chunks of shape (K, 4), weight_transfers (W, 3) and placement (N,) for "
-                         f"N >= 1; got {chunks.shape}, {transfers.shape} and {placement.shape}")
-    if placement.min(initial=0) < 0 or placement.max(initial=0) >= P:
-        raise ValueError(f"`plan.placement` must hold device ids in [0, {P})")
-    chunks = chunks[chunks[:, 3] > chunks[:, 2]]
-    e, p, a, b = chunks.T
-    if len(chunks) and (e.min() < 0 or e.max() >= N or p.min() < 0 or p.max() >= P or a.min() < 0):
-        raise ValueError(f"`plan` has a chunk of an expert outside [0, {N}), a device outside [0, {P}) or a "
-                         "negative start")
-    loads = np.zeros(N, dtype=np.int64)  # the slots of each expert: its chunks' sizes
-    np.add.at(loads, e, b - a)
-    order = np.lexsort((a, e))
-    es, as_, bs = e[order], a[order], b[order]
-    first = np.r_[True, es[1:] != es[:-1]] if len(es) else np.zeros(0, bool)
-    last = np.r_[es[1:] != es[:-1], True] if len(es) else np.zeros(0, bool)
-    if (np.any(as_[first] != 0) or np.any(as_[~first] != bs[np.flatnonzero(~first) - 1])
-            or np.any(bs[last] != loads[es[last]])):
-        raise ValueError("the chunks of `plan` must tile [0, load) of every expert without gaps or overlaps")
-    if len(transfers):
-        if (transfers.min() < 0 or transfers[:, 0].max() >= N or transfers[:, 1:].max() >= P
-                or np.any(transfers[:, 1] != placement[transfers[:, 0]]) or np.any(transfers[:, 1] == transfers[:, 2])):
-            raise ValueError("`plan.weight_transfers` must hold rows (expert, native device, another device)")
-        _, keep = np.unique(transfers[:, 0] * P + transfers[:, 2], return_index=True)
-        transfers = transfers[np.sort(keep)]
-    away = chunks[p != placement[e]] if len(chunks) else chunks
-    if len(away):
-        have = set((transfers[:, 0] * P + transfers[:, 2]).tolist())
-        for ee, pp in away[:, :2].tolist():
-            if ee * P + pp not in have:
-                raise ValueError(f"`plan` computes expert {ee} on device {pp} without a weight transfer to it")
-    return _Plan(chunks=np.ascontiguousarray(chunks), placement=placement, transfers=transfers, loads=loads, P=P)
+    one = plan_layer(plan, 0 if layer is None else layer)
+    if layer is None and one.num_layers > 1:
+        raise ValueError(f"`plan` is a plan of {one.num_layers} layers (made from (L, N) loads); pass `layer` to "
+                         "pick the layer this call runs")
+    if one.num_devices != P:
+        raise ValueError(f"`plan` is a plan for {one.num_devices} devices; the process group has {P} ranks")
+    return _Plan(chunks=one.chunks, placement=one.placement, transfers=one.transfers, loads=one.loads, P=P)
 
 
-def _parse_experts(experts: Any) -> tuple[Any, Any, Any]:
-    if isinstance(experts, Mapping):
-        unknown = [k for k in experts if k not in _EXPERT_KEYS]
-        missing = [k for k in _EXPERT_KEYS if k not in experts]
-        if unknown or missing:
-            raise ValueError(f"`experts` as a dict needs exactly the keys {list(_EXPERT_KEYS)}; unknown {unknown}, "
-                             f"missing {missing}")
-        mats = [experts[k] for k in _EXPERT_KEYS]
-    elif isinstance(experts, (tuple, list)):
-        if len(experts) != 3:
-            raise ValueError(f"`experts` must be (w_gate, w_up, w_down); got a sequence of {len(experts)}")
-        mats = list(experts)
-    else:
-        raise TypeError(f"`experts` must be a tuple (w_gate, w_up, w_down) of this rank's native experts or a "
-                        f"dict with those keys; got {type(experts).__name__}")
-    out = [check_tensor(m, f"experts['{k}']", ndim=3) for k, m in zip(_EXPERT_KEYS, mats)]
-    return out[0], out[1], out[2]
-
-
-def _local_checks(x: Any, router_logits: Any, experts: Any, plan: Any, top_k: Any, normalize: Any,
+def _local_checks(x: Any, router_logits: Any, experts: Any, plan: Any, top_k: Any, normalize: Any, layer: Any,
                   P: int) -> tuple[list[int], tuple]:
     """This rank's header (see ``_HEADER``, error code aside) and its checked arguments; raises on bad input."""
     x = check_tensor(x, "x", ndim=2)
@@ -151,12 +88,10 @@ def _local_checks(x: Any, router_logits: Any, experts: Any, plan: Any, top_k: An
         raise ValueError("`router_logits` must have one column per expert (at least one)")
     if x.dtype not in _DTYPES:
         raise TypeError(f"`x` must be float16, bfloat16, float32 or float64; got {x.dtype}")
-    wg, wu, wd = _parse_experts(experts)
-    M, H = wg.shape[0], wg.shape[1]
-    if wg.shape != (M, H, D) or wu.shape != (M, H, D) or wd.shape != (M, D, H) or H < 1:
-        raise ValueError(f"`experts` must hold w_gate and w_up of shape (M, H, D) = (M, H, {D}) and w_down of shape "
-                         f"(M, D, H), H >= 1, for the M native experts of this rank; got {tuple(wg.shape)}, "
-                         f"{tuple(wu.shape)} and {tuple(wd.shape)}")
+    wg, wu, wd = (check_tensor(m, f"experts['{k}']", ndim=3)
+                  for k, m in zip(_EXPERT_KEYS, expert_matrices(experts, whose=" of this rank's native experts")))
+    M = wg.shape[0]
+    H = check_expert_shapes([wg, wu, wd], D, "native experts of this rank")
     for key, w in zip(_EXPERT_KEYS, (wg, wu, wd)):
         if w.dtype != x.dtype:
             raise TypeError(f"`experts['{key}']` must have the dtype of `x` ({x.dtype}); got {w.dtype}")
@@ -164,10 +99,12 @@ def _local_checks(x: Any, router_logits: Any, experts: Any, plan: Any, top_k: An
             raise ValueError(f"`experts['{key}']` must be on the device of `x` ({x.device}); got {w.device}")
     k = check_int(top_k, "top_k", minimum=1, maximum=N)
     normalize = check_bool(normalize, "normalize")
+    if layer is not None:
+        check_int(layer, "layer")
     parsed = None
     fingerprint = -1
     if not callable(plan) or hasattr(plan, "keys"):
-        parsed = _parse_plan(plan, P)
+        parsed = _parse_plan(plan, P, layer)
         if len(parsed.loads) != N:
             raise ValueError(f"`plan` is a plan of {len(parsed.loads)} experts; `router_logits` has {N}")
         fingerprint = parsed.fingerprint()
@@ -373,9 +310,9 @@ def _swiglu(x: Any, w_gate: Any, w_up: Any, w_down: Any) -> Any:
 # the layer
 # --------------------------------------------------------------------------------------------------
 @constraints(x="tensor", router_logits="tensor", experts="option", plan=("option", "callable"), top_k="int>=1",
-             normalize="bool", group="option")
+             normalize="bool", layer="index", group="option")
 def llep_moe_forward(x: Any, router_logits: Any, experts: Any, plan: Any, *, top_k: int = 2,
-                     normalize: bool = True, group: Any = None) -> Any:
+                     normalize: bool = True, layer: int | None = None, group: Any = None) -> Any:
     r"""One MoE layer of SwiGLU experts across the ranks of a process group, computed by an expert-parallel plan.
 
     Collective: every rank of ``group`` calls it at the same time with its own tokens and its native experts'
@@ -401,13 +338,18 @@ def llep_moe_forward(x: Any, router_logits: Any, experts: Any, plan: Any, *, top
         A plan of :func:`numtk.moe.llep_plan`, :func:`numtk.moe.standard_ep_plan` or
         :func:`numtk.moe.optimal_plan` for P = ``group`` size devices, made from the loads of this step's
         routing, the same on every rank; or a callable ``plan(loads)`` that makes one from the loads (int64
-        array (N,): the routing slots of each expert summed over the ranks), called on every rank after the
-        loads are gathered (it must be deterministic, as those planners are).
+        array (N,): the routing-slot totals of each expert, summed over the ranks, as every planner of
+        :mod:`numtk.moe` takes them), called on every rank after the loads are gathered (it must be
+        deterministic, as those planners are). A plan of several layers (from (L, N) loads) needs ``layer``.
     top_k : int, optional
         Experts per token (default 2), at most N.
     normalize : bool, optional
         True (default): gates are the softmax of the k chosen logits; False: the chosen experts' probabilities
         under the softmax over all N logits (as :func:`numtk.moe.moe_forward`).
+    layer : int, optional
+        The layer of a plan of several layers that this call runs (negative values count from the end), as in
+        :func:`numtk.moe.moe_forward` and :func:`numtk.moe.simulate_ep`. Required for such a plan; for a plan
+        of one layer None (default), 0 or -1.
     group : torch.distributed.ProcessGroup, optional
         The process group (default: the default group). Rank r of the group is device r of the plan.
 
@@ -420,9 +362,10 @@ def llep_moe_forward(x: Any, router_logits: Any, experts: Any, plan: Any, *, top
     ------
     ValueError
         Shapes that do not agree, non-finite input, ``top_k`` outside [1, N], a plan for another number of
-        devices or other loads (``plan.assignment`` must sum to the experts' slot counts over all ranks),
+        devices or other loads (its chunks must cover the experts' slot counts summed over all ranks),
         chunks that do not tile the loads, a chunk away from its expert's native rank without a weight
-        transfer, ``experts`` that do not hold this rank's native experts, arguments that differ between ranks.
+        transfer, a plan of several layers without ``layer`` (or ``layer`` out of range), ``experts`` that do
+        not hold this rank's native experts, arguments that differ between ranks.
         Every rank raises when any rank's input is refused (the others name that rank).
     TypeError
         Arguments that are not tensors, non-floating dtypes, weights of another dtype than ``x``, a plan of
@@ -504,7 +447,7 @@ def llep_moe_forward(x: Any, router_logits: Any, experts: Any, plan: Any, *, top
     header: list[int] = []
     args: tuple = ()
     try:
-        header, args = _local_checks(x, router_logits, experts, plan, top_k, normalize, P)
+        header, args = _local_checks(x, router_logits, experts, plan, top_k, normalize, layer, P)
     except Exception as exc:  # noqa: BLE001 - whatever stops this rank must stop the others too
         error = exc
     rows = _agree(error, header, group, P, me, device)
@@ -516,7 +459,7 @@ def llep_moe_forward(x: Any, router_logits: Any, experts: Any, plan: Any, *, top
     chosen = chosen_t.cpu().numpy()
     counts = _gather_rows(np.bincount(chosen.reshape(-1), minlength=N).tolist(), group, P, device)  # (P, N)
     if parsed is None:
-        parsed = _parse_plan(plan(counts.sum(axis=0)), P)
+        parsed = _parse_plan(plan(counts.sum(axis=0)), P, layer)
         if len(parsed.loads) != N:
             raise ValueError(f"`plan` made a plan of {len(parsed.loads)} experts; `router_logits` has {N}")
     totals = counts.sum(axis=0)
@@ -625,9 +568,9 @@ def _bench_rank(cfg: dict) -> dict:  # pragma: no cover - runs in the spawned pr
     counts = np.bincount(np.argsort(-logits.numpy(), axis=1, kind="stable")[:, :k].ravel(), minlength=N)
     all_counts = [None] * P
     dist.all_gather_object(all_counts, counts)
-    loads = np.stack(all_counts, axis=1)
+    source_loads = np.stack(all_counts, axis=1)  # (N, P): expert e's slots from each rank
     diff = float((outputs["ep"] - outputs["llep"]).abs().max()) if T else 0.0
-    return dict(times=times, cpu=cpu, loads=loads, diff=diff, placement=placement)
+    return dict(times=times, cpu=cpu, source_loads=source_loads, diff=diff, placement=placement)
 
 
 @constraints(world_size="count", tokens="count", hidden_size="count", intermediate_size="count",
@@ -700,8 +643,11 @@ def benchmark_llep(*, world_size: int = 2, tokens: int = 4096, hidden_size: int 
             their own.
         cpu_speedup : float
             ``ep_cpu_time / llep_cpu_time``.
-        loads : ndarray of int64, shape (N, P)
-            Routing slots of each expert per source rank.
+        loads : ndarray of int64, shape (N,)
+            Routing slots of each expert over all ranks (of the last repetition): the ``loads`` of the plans.
+        source_loads : ndarray of int64, shape (N, P)
+            The same per source rank: ``source_loads[e, s]`` slots of expert e from rank s's tokens, the
+            ``source_loads`` of :func:`numtk.moe.simulate_ep`.
         ep_max_load, llep_max_load : int
             The largest device load of each plan (slots).
         ideal_speedup : float
@@ -771,15 +717,15 @@ def benchmark_llep(*, world_size: int = 2, tokens: int = 4096, hidden_size: int 
     ranks = run_distributed(_bench_rank, P, cfg, timeout=timeout)
     r0 = ranks[0]
     ep_times, llep_times = r0["times"]["ep"], r0["times"]["llep"]
-    loads = np.asarray(r0["loads"], dtype=np.int64)
-    ep_plan = standard_ep_plan(loads.sum(axis=1), r0["placement"])
-    ll_plan = llep_plan(loads.sum(axis=1), r0["placement"], min_chunk=mc, capacity_factor=cf,
-                        imbalance_threshold=None)
+    source_loads = np.asarray(r0["source_loads"], dtype=np.int64)
+    loads = source_loads.sum(axis=1)
+    ep_plan = standard_ep_plan(loads, r0["placement"])
+    ll_plan = llep_plan(loads, r0["placement"], min_chunk=mc, capacity_factor=cf, imbalance_threshold=None)
     ep_time, llep_time = statistics.median(ep_times), statistics.median(llep_times)
     ep_cpu, llep_cpu = statistics.median(r0["cpu"]["ep"]), statistics.median(r0["cpu"]["llep"])
     return Result(ep_time=ep_time, llep_time=llep_time, speedup=ep_time / llep_time, ep_times=ep_times,
                   llep_times=llep_times, ep_cpu_time=ep_cpu, llep_cpu_time=llep_cpu,
-                  cpu_speedup=ep_cpu / max(llep_cpu, 1e-9), loads=loads,
+                  cpu_speedup=ep_cpu / max(llep_cpu, 1e-9), loads=loads, source_loads=source_loads,
                   ep_max_load=int(ep_plan.max_load),
                   llep_max_load=int(ll_plan.max_load),
                   ideal_speedup=float(ep_plan.max_load / max(ll_plan.max_load, 1)),
