@@ -306,12 +306,10 @@ def test_device_loads_properties(layer):
     assert same.device_loads.sum() == sum(WEIGHT[lay])
 
 
-def test_device_loads_per_source_loads_are_summed():
+def test_device_loads_refuse_two_dimensional_loads():
     res = eplb_rebalance(WEIGHT, 16, 4, 2, 8)
-    per_source = np.arange(36).reshape(12, 3)
-    a = eplb_device_loads(res, per_source)
-    b = eplb_device_loads(res, per_source.sum(axis=1))
-    np.testing.assert_array_equal(a.device_loads, b.device_loads)
+    with pytest.raises(ValueError, match="routing-slot totals of one layer"):
+        eplb_device_loads(res, np.arange(36).reshape(12, 3))
 
 
 # --------------------------------------------------------------------------------------------------

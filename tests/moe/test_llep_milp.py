@@ -357,10 +357,15 @@ def test_memory_aware_llep_within_one_percent_with_three_foreign_slots():
 # --------------------------------------------------------------------------------------------------
 # trivial layers, sizes, the time limit, large loads
 # --------------------------------------------------------------------------------------------------
+def test_two_dimensional_loads_are_refused():
+    # (N, S) per-source counts or (L, N) layers: ambiguous, so one layer's totals only
+    with pytest.raises(ValueError, match="routing-slot totals of one layer"):
+        optimal_plan([[1, 2], [3, 4], [0, 0], [5, 0]], 2)
+
+
 @pytest.mark.parametrize("loads, placement, kw", [
     ([0, 0, 0, 0], 2, {}),
     ([5, 3, 1], 1, {}),
-    ([[1, 2], [3, 4], [0, 0], [5, 0]], 2, {}),           # per-source loads, summed
     ([4, 4, 4, 4], 4, {}),                               # already balanced
     ([6, 0, 0], [0, 0, 0], dict(num_devices=3)),         # devices with no native expert
 ])

@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike
 from numtk._lib import Result
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_int, check_size
-from numtk.moe._plan import as_loads
+from numtk.moe._plan import as_layer_loads
 
 __all__ = ["eplb_rebalance", "eplb_device_loads"]
 
@@ -346,9 +346,9 @@ def eplb_device_loads(result: Result, loads: ArrayLike, layer: int = 0) -> Resul
     ----------
     result : Result
         What :func:`eplb_rebalance` returned.
-    loads : array_like of int, shape (E,) or (E, S)
-        Current routing slots of each expert of the layer (per source device when 2-D; summed). Whole,
-        non-negative numbers (floats with integral values accepted).
+    loads : array_like of int, shape (E,)
+        Current routing-slot totals of each expert of the layer (a 2-D array is refused: sum per-source
+        counts over the sources). Whole, non-negative numbers (floats with integral values accepted).
     layer : int, optional
         Which layer of ``result`` (default 0; negative values count from the end).
 
@@ -412,7 +412,8 @@ def eplb_device_loads(result: Result, loads: ArrayLike, layer: int = 0) -> Resul
         raise TypeError("`layer` must be an int; got a bool")
     layer = check_int(layer, "layer", minimum=-L, maximum=L - 1)
     layer %= L
-    totals, _ = as_loads(loads, "loads")
+    totals = as_layer_loads(loads, "loads", hint="sum per-source counts over the sources (`loads.sum(axis=1)`); "
+                                               "`layer` picks the layer of `result`")
     if totals.shape[0] != E:
         raise ValueError(f"`loads` must hold one load per expert ({E}); got {totals.shape[0]}")
     p2l = phy2log[layer].astype(np.int64)

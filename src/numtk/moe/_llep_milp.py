@@ -283,9 +283,9 @@ def optimal_plan(loads: ArrayLike, placement: ArrayLike | int, *, min_chunk: int
 
     Parameters
     ----------
-    loads : array_like of int, shape (N,) or (N, S)
-        Routing slots of each expert (summed over the S source devices when 2-D). Non-negative whole
-        numbers; floats with integral values are accepted.
+    loads : array_like of int, shape (N,)
+        Routing-slot totals of each expert in the layer (sum per-source counts over the sources first; a
+        2-D array is refused). Non-negative whole numbers; floats with integral values are accepted.
     placement : int or array_like of int, shape (N,)
         The native device of each expert, or a device count P for contiguous blocks
         (``placement[e] = e * P // N``, which needs ``N % P == 0``).
@@ -462,7 +462,9 @@ def optimal_plan(loads: ArrayLike, placement: ArrayLike | int, *, min_chunk: int
     >>> optimal_plan([10, 0, 1, 1], [0, 0, 1, 1], max_foreign=0).max_load
     10
     """
-    loads_arr, _ = _plan.as_loads(loads)
+    loads_arr = _plan.as_layer_loads(loads, "loads", hint="sum per-source counts over the sources "
+                                     "(`loads.sum(axis=1)`); optimal_plan plans one layer, so plan a batch of "
+                                     "layers one row at a time")
     N = len(loads_arr)
     _ndim(placement, "placement")
     pi, P = _plan.as_placement(placement, N, num_devices)
