@@ -9,24 +9,32 @@ effective load ``eff = assigned + pending`` (ties: lower id); with ``a = cap - e
 ``min(r, a)`` slots when ``a > 0 and (a >= min_chunk or r <= a)``, else all of r (a *forced* chunk).
 Conventions shared with numtk: consecutive pieces of one expert on one device are one chunk; with no other
 device, or (memory-aware) none with the memory to take its chunk, the remainder stays on g and counts as
-forced; the latter flags the layer ``stranded``.
+forced; the latter lists e among the ``stranded`` experts.
 
 The memory test of device o for c slots of expert e: ``native_bytes[o] + (hosted[o] + new) * expert_bytes
-+ token_bytes * (eff[o] + c) <= limit[o]``, new = 0 when o received e before in this visit.
++ token_bytes * (eff[o] + c) <= limit[o]``, new = 0 when o received e before in this visit. With
+token_bytes > 0 the native device is held to it too (new = 0): g keeps at most the largest k that passes,
+found here from the closed form ``floor((limit - bytes) / token_bytes) - eff`` and then corrected against the
+test itself (numtk bisects on the test instead).
 """
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 
 def capacity(total: int, num_devices: int, alpha: float = 1.0) -> int:
-    """ceil(alpha * total / num_devices), exactly (alpha is a binary float: a ratio of integers)."""
-    num, den = float(alpha).as_integer_ratio()
-    return -(-(num * total) // (den * num_devices))
+    """ceil(alpha * total / num_devices), exactly, with alpha read as the decimal its shortest repr writes
+    (1.1 is 11/10, not the binary double just above it)."""
+    a = Fraction(repr(float(alpha)))
+    return math.ceil(a * total / num_devices)
 
 
 def llep_reference(loads, placement, num_devices, cap, min_chunk, memory_limit=None, expert_bytes=0.0,
                    token_bytes=0.0):
-    """Chunks [(expert, device, start, stop), ...] in plan order, the forced count and the stranded flag."""
+    """Chunks [(expert, device, start, stop), ...] in plan order, the forced count and the stranded experts
+    (in plan order)."""
     loads = [int(v) for v in loads]
     placement = [int(v) for v in placement]
     N, P = len(loads), int(num_devices)
@@ -44,7 +52,7 @@ def llep_reference(loads, placement, num_devices, cap, min_chunk, memory_limit=N
         hosted = [0] * P
     chunks: list[list[int]] = []
     forced = 0
-    stranded = False
+    stranded: list[int] = []
 
     def put(e, d, start, stop):
         last = chunks[-1] if chunks else None
@@ -64,6 +72,21 @@ def llep_reference(loads, placement, num_devices, cap, min_chunk, memory_limit=N
             keep = avail
         else:                               # case 3
             keep = 0
+        if aware and keep and token_bytes > 0:  # the native device's memory room
+            eff = assigned[g] + pending[g]
+            held = native_bytes[g] + hosted[g] * float(expert_bytes)
+
+            def fits(k):
+                return held + float(token_bytes) * (eff + k) <= limit[g]
+
+            if not fits(keep):
+                room = (limit[g] - held) / float(token_bytes) - eff
+                k = min(max(math.floor(room), 0), keep) if math.isfinite(room) else (keep if room > 0 else 0)
+                while k > 0 and not fits(k):
+                    k -= 1
+                while k < keep and fits(k + 1):
+                    k += 1
+                keep = k
         if keep:
             put(e, g, 0, keep)
             assigned[g] += keep
@@ -88,8 +111,8 @@ def llep_reference(loads, placement, num_devices, cap, min_chunk, memory_limit=N
                 put(e, g, off, l)
                 assigned[g] += r
                 forced += 1
-                if aware and P > 1:
-                    stranded = True
+                if aware:
+                    stranded.append(e)
                 break
             o, c = best, best_c
             if c > cap - (assigned[o] + pending[o]):

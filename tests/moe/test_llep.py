@@ -21,7 +21,7 @@ from _llep_reference import capacity as ref_capacity  # noqa: E402
 from _llep_reference import llep_reference  # noqa: E402
 
 FIELDS = ("assignment", "chunks", "weight_transfers", "device_loads", "max_load", "lower_bound", "capacity",
-          "method", "imbalance_ratio", "forced", "peak_memory", "feasible", "placement")
+          "method", "imbalance_ratio", "forced", "peak_memory", "feasible", "placement", "message")
 
 
 def unconstrained(loads, placement, **kw):
@@ -86,11 +86,14 @@ def test_one_hot_expert_on_two_devices():
 
 
 def test_one_hot_expert_with_no_foreign_slot_stays_standard():
-    # F = 0 (each device holds exactly its two native experts): optimum = standard EP = 10. The greedy keeps
-    # the overflow native, warns and marks the plan infeasible (spec A2.4).
-    with pytest.warns(RuntimeWarning, match="memory"):
+    # F = 0 (each device holds exactly its two native experts): optimum = standard EP = 10. No device may
+    # receive expert 0, so its overflow stays native (a forced chunk); with no activation bytes device 0 still
+    # holds it, so the plan fits the limit: it is the optimum, feasible, and nothing is warned.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
         res = unconstrained([10, 0, 1, 1], [0, 0, 1, 1], memory_limit=2.0, expert_bytes=1.0)
-    assert res.max_load == 10 and len(res.weight_transfers) == 0 and not res.feasible
+    assert res.max_load == 10 and len(res.weight_transfers) == 0 and res.feasible and res.message == ""
+    assert res.forced == 1
     assert res.lower_bound == 10  # LB2: no foreign host at all
     assert_array_equal(res.peak_memory, [2.0, 2.0])
     # one foreign slot on device 1 is enough for the optimum
@@ -112,9 +115,8 @@ def test_four_experts_on_one_device():
     assert res.max_load == 8 and len(res.weight_transfers) == 3 and res.lower_bound == 8
     res1 = unconstrained(loads, pi, num_devices=4, memory_limit=[5, 1, 1, 1], expert_bytes=1)
     assert res1.max_load == 8 and len(res1.weight_transfers) == 3 and res1.feasible
-    with pytest.warns(RuntimeWarning):
-        res0 = unconstrained(loads, pi, num_devices=4, memory_limit=[4, 0, 0, 0], expert_bytes=1)
-    assert res0.max_load == 32 and len(res0.weight_transfers) == 0
+    res0 = unconstrained(loads, pi, num_devices=4, memory_limit=[4, 0, 0, 0], expert_bytes=1)
+    assert res0.max_load == 32 and len(res0.weight_transfers) == 0 and res0.feasible  # = the optimum (spec A4)
     assert res0.lower_bound == 8  # LB2 does not bind here: lower_bound = LB1
 
 
@@ -128,6 +130,80 @@ def test_lb2_binds_and_the_greedy_stays_above_it():
     assert_array_equal(res.chunks, [[0, 0, 0, 10], [0, 1, 10, 40]])
     assert res.forced == 1 and res.feasible
     assert_array_equal(res.weight_transfers, [[0, 0, 1]])
+
+
+def test_only_the_native_cap_makes_the_plan_fit():
+    # device 0 may hold 5 slots (1 byte each, weights free), device 1 plenty. Capacity 6 would keep 6 slots of
+    # expert 0 on device 0 (loads [6, 6], over device 0's limit); the native memory room caps that share at
+    # 5, the rest spills (4 slots within capacity, 1 forced), and [5, 7] fits. The two cold experts on
+    # device 1, now beyond capacity, find no room on device 0 and stay native (forced), within device 1's
+    # memory.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = llep_plan([10, 0, 1, 1], [0, 0, 1, 1], min_chunk=1, memory_limit=[5, 100], expert_bytes=0,
+                        token_bytes=1)
+    assert_array_equal(res.device_loads, [5, 7])
+    assert res.feasible and res.message == "" and res.forced == 3
+    assert_array_equal(res.chunks, [[0, 0, 0, 5], [0, 1, 5, 10], [2, 1, 0, 1], [3, 1, 0, 1]])
+    assert_array_equal(res.peak_memory, [5.0, 7.0])
+    # the reference transcription agrees, and without the cap the share kept would be the capacity's
+    chunks, forced, stranded = llep_reference([10, 0, 1, 1], [0, 0, 1, 1], 2, 6, 1, [5, 100], 0.0, 1.0)
+    assert chunks == [tuple(c) for c in res.chunks.tolist()] and forced == 3 and stranded == [2, 3]
+    free = llep_plan([10, 0, 1, 1], [0, 0, 1, 1], min_chunk=1)
+    assert_array_equal(free.device_loads, [6, 6])
+    # weights count too: 2 bytes of weights leave room for 3 slots
+    res = llep_plan([10, 0, 1, 1], [0, 0, 1, 1], min_chunk=1, memory_limit=[5, 100], expert_bytes=1,
+                    token_bytes=1)
+    assert res.device_loads[0] == 3 and res.feasible
+
+
+def test_an_infeasible_plan_warns_and_says_why():
+    # the overflow of expert 0 has nowhere to go (device 1 holds 2 slots at most, it has 2): it stays on
+    # device 0, over device 0's limit
+    with pytest.warns(RuntimeWarning, match="does not fit `memory_limit`.*expert 0.*device 0"):
+        res = llep_plan([10, 0, 1, 1], [0, 0, 1, 1], min_chunk=1, memory_limit=[5, 2], expert_bytes=0,
+                        token_bytes=1)
+    assert not res.feasible and "expert 0" in res.message and "device 0 exceeds" in res.message
+    assert_array_equal(res.device_loads, [10, 2])
+    # a device whose native experts' weights alone exceed its limit: no plan fits it
+    with pytest.warns(RuntimeWarning, match="alone"):
+        res = unconstrained([10, 0, 1, 1], [0, 0, 1, 1], memory_limit=[10.0, 1.0], expert_bytes=1.0)
+    assert not res.feasible and "device 1 alone" in res.message and "device 0" not in res.message
+
+
+def test_the_standard_plan_of_the_gate_may_not_fit_the_limit():
+    # a balanced layer (ratio 1.0 < 1.3): the gate returns the standard plan, whose device 1 needs
+    # 2 experts + 8 slots = 10 bytes against a limit of 9
+    loads = [4, 4, 5, 3]
+    with pytest.warns(RuntimeWarning, match="standard plan"):
+        res = llep_plan(loads, 2, memory_limit=[10, 9], expert_bytes=1, token_bytes=1)
+    assert res.method == "standard" and not res.feasible
+    assert_array_equal(res.peak_memory, [10.0, 10.0])
+    assert "gate" in res.message and "device 1" in res.message and "device 0" not in res.message
+    # with the limit met the gated plan is feasible and says nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ok = llep_plan(loads, 2, memory_limit=10, expert_bytes=1, token_bytes=1)
+    assert ok.method == "standard" and ok.feasible and ok.message == ""
+    # standard_ep_plan knows no limit: always feasible, an empty message
+    std = standard_ep_plan(loads, 2, expert_bytes=1, token_bytes=1)
+    assert std.feasible and std.message == ""
+    batch = standard_ep_plan(np.array([loads, loads]), 2)
+    assert batch.message.tolist() == ["", ""] and batch.feasible.tolist() == [True, True]
+
+
+def test_messages_of_a_batch():
+    batch = np.array([[10, 0, 1, 1], [4, 4, 5, 3], [1, 1, 1, 1]])
+    with pytest.warns(RuntimeWarning, match="2 of 3 layers") as caught:
+        res = llep_plan(batch, 2, min_chunk=1, memory_limit=[5, 2], expert_bytes=0, token_bytes=1)
+    assert len(caught) == 1
+    assert res.feasible.tolist() == [False, False, True]
+    assert "expert 0" in res.message[0] and "standard plan" in res.message[1] and res.message[2] == ""
+    for i in range(3):  # each layer's message is the one it gets alone
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            one = llep_plan(batch[i], 2, min_chunk=1, memory_limit=[5, 2], expert_bytes=0, token_bytes=1)
+        assert one.message == res.message[i] and one.feasible == res.feasible[i]
 
 
 def test_standard_ep_fields():
@@ -235,7 +311,7 @@ def _family(kind, N, rng):
 
 def test_compiled_plan_equals_the_reference_on_10000_instances():
     rng = np.random.default_rng(20260117)
-    instances = 0
+    instances = stranded_cases = 0
     for group in range(200):  # 200 settings x ~50 layers, each layer checked against the reference
         P = int(rng.integers(1, 8))
         N = int(rng.integers(1, 16)) if group < 190 else int(rng.integers(256, 400))  # radix sort path
@@ -262,19 +338,40 @@ def test_compiled_plan_equals_the_reference_on_10000_instances():
             assert [tuple(c) for c in mine.tolist()] == chunks, (group, i)
             assert res.capacity[i] == cap and res.forced[i] == forced
             assert res.method[i] == "llep"
-            if stranded:
-                assert not res.feasible[i]
+            if memory is not None:  # feasible: the reference plan's bytes within the limit, device by device
+                load = np.zeros(P_total)
+                hosts = {(e, int(pi[e])) for e in range(N)}
+                for e, d, a, b in chunks:
+                    load[d] += b - a
+                    hosts.add((e, d))
+                held = np.bincount([d for _, d in hosts], minlength=P_total) * eb + load * tb
+                fits = bool(np.all(held <= memory))
+                assert res.feasible[i] == fits and (res.message[i] == "") == fits, (group, i)
+                stranded_cases += bool(stranded)
+                # a remainder kept native makes the plan infeasible only where its device cannot hold it
+                over = {d for d in range(P_total) if held[d] > memory[d]}
+                if not fits and over & {int(pi[e]) for e in stranded} - {d for d in over if
+                                                                         (pi == d).sum() * eb > memory[d]}:
+                    assert "no other device had the memory" in res.message[i]
             instances += 1
-    assert instances >= 10_000
+    assert instances >= 10_000 and stranded_cases > 100
 
 
-def test_exact_capacity_beyond_float_rounding():
-    # ceil(alpha * T / P) in integers: 1.1 is 0x1.199999999999ap0 > 11/10, so the exact product of the
-    # binary float exceeds 11 * 10**15 / 10 and the capacity is one more than the decimal reading suggests
+def test_capacity_reads_alpha_as_the_decimal_written():
+    # ceil(alpha * T / P) in integers, alpha = 1.1 read as 11/10: the binary double 0x1.199999999999ap0 is
+    # slightly above 11/10, and its exact product would round 110 / 2 and 1.1e16 up by one
+    res = llep_plan(np.array([60, 40]), [0, 1], capacity_factor=1.1, imbalance_threshold=None)
+    assert res.capacity == 55 == ref_capacity(100, 2, 1.1)
     T, P = 10**16, 1
     loads = np.array([T], dtype=np.int64)
     res = llep_plan(loads, P, capacity_factor=1.1, imbalance_threshold=None)
-    assert res.capacity == ref_capacity(T, P, 1.1) == 11 * 10**15 + 1
+    assert res.capacity == ref_capacity(T, P, 1.1) == 11 * 10**15
+    # decimals below their double are read as written too: 0.7 (binary just below 7/10), 1/3 as 0.3333333333333333
+    assert llep_plan(np.array([600, 400]), 2, capacity_factor=0.7, imbalance_threshold=None).capacity == 350
+    third = llep_plan(np.array([3 * 10**16]), 1, capacity_factor=1 / 3, imbalance_threshold=None)
+    assert third.capacity == 3333333333333333 * 3 == ref_capacity(3 * 10**16, 1, 1 / 3)
+    assert llep_plan(np.array([10, 0]), 2, capacity_factor=np.float32(1.1), imbalance_threshold=None).capacity == \
+        ref_capacity(10, 2, float(np.float32(1.1)))
     res = llep_plan(np.array([7, 0, 0]), [0, 1, 2], capacity_factor=1.0, imbalance_threshold=None)
     assert res.capacity == 3  # ceil(7 / 3)
     huge = llep_plan(np.array([7, 0, 0]), [0, 1, 2], capacity_factor=1e308, imbalance_threshold=None)
@@ -392,8 +489,9 @@ def test_memory_aware_plan_stays_within_the_limit(inst, eb, tb, slack):
                         token_bytes=tb, num_devices=P)
     check_plan(res, loads, pi, P)
     assert np.all(res.peak_memory <= limit)
-    warned = any(issubclass(w.category, RuntimeWarning) for w in caught)
-    assert warned == (not res.feasible)
+    # a remainder with nowhere to go stays native, where the limit (met by the standard plan) still holds it
+    assert res.feasible and res.message == ""
+    assert not any(issubclass(w.category, RuntimeWarning) for w in caught)
     if tb == 0:  # the cardinality form: at most F_p = slack_p foreign experts on device p
         hosted = np.bincount(res.weight_transfers[:, 2], minlength=P)
         assert np.all(hosted <= np.array(slack[:P]))
@@ -478,17 +576,26 @@ def test_batch_equals_per_layer_loop():
 
 
 @pytest.mark.parametrize("workers", [2, -1, map, "threadpool"])
-def test_workers_do_not_change_the_plans(workers):
+@pytest.mark.parametrize("memory", [False, True])
+def test_workers_do_not_change_the_plans(workers, memory):
     rng = np.random.default_rng(5)
     batch = rng.integers(0, 10**5, (9, 32)).astype(np.int64)
     batch[:, 3] *= 20
-    serial = llep_plan(batch, 8, min_chunk=256)
-    if workers == "threadpool":
-        with ThreadPoolExecutor(3) as pool:
-            res = llep_plan(batch, 8, min_chunk=256, workers=pool.map)
-    else:
-        res = llep_plan(batch, 8, min_chunk=256, workers=workers)
+    batch[4] = 10**5  # balanced: gated
+    # a limit that some layers' overflow cannot meet: remainders kept native, on several threads
+    kw = dict(memory_limit=np.full(8, 4 * 10**5 + 5.0), expert_bytes=1.0, token_bytes=1.0) if memory else {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        serial = llep_plan(batch, 8, min_chunk=256, **kw)
+        if workers == "threadpool":
+            with ThreadPoolExecutor(3) as pool:
+                res = llep_plan(batch, 8, min_chunk=256, workers=pool.map, **kw)
+        else:
+            res = llep_plan(batch, 8, min_chunk=256, workers=workers, **kw)
     assert_same_result(res, serial)
+    if memory:
+        assert 0 < np.count_nonzero(~serial.feasible) < 9 and len(caught) == 2
+        assert all((m == "") == f for m, f in zip(serial.message, serial.feasible))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -563,5 +670,24 @@ def test_the_binding_rechecks_what_could_corrupt_memory():
 
 
 def test_a_map_like_callable_must_return_one_result_per_layer():
-    with pytest.raises(ValueError, match="`workers`"):
+    with pytest.raises(ValueError, match=r"`workers` returned 0 result\(s\) for 3 item\(s\), one per layer;"):
         llep_plan(np.ones((3, 4), dtype=np.int64), 2, imbalance_threshold=None, workers=lambda f, xs: [])
+    # a gated layer is not planned: the count says which layers the items were
+    with pytest.raises(ValueError, match=r"0 result\(s\) for 1 item\(s\).*1 of the 2 layer\(s\)"):
+        llep_plan(np.array([[10, 0, 1, 1], [3, 3, 3, 3]]), 2, workers=lambda f, xs: [])
+
+
+def test_the_dense_assignment_is_checked_when_read_not_when_planning():
+    # 1e5 experts on 1e5 devices: the plan is 1e5 chunks, its dense (N, P) form 80 GB
+    N = 10**5
+    res = llep_plan(np.ones(N, dtype=np.int64), N)
+    assert res.method == "standard" and res.max_load == 1 and res.chunks.shape == (N, 4)
+    with pytest.raises(MemoryError, match="`assignment`.*`chunks`"):
+        res.assignment
+    batch = standard_ep_plan(np.ones((2, N), dtype=np.int64), N)
+    with pytest.raises(MemoryError, match=r"shape \(2, 100000, 100000\).*\(layer, expert, device, start, stop\)"):
+        batch["assignment"]
+    assert batch.max_load.tolist() == [1, 1]
+    # what planning itself allocates is still checked, naming the argument that sizes it
+    with pytest.raises(ValueError, match="`num_devices`"):
+        llep_plan([5, 1], [0, 1], num_devices=2**31 - 1)

@@ -12,7 +12,8 @@ applies the imbalance gate, computes the capacities exactly and builds the plan 
 from __future__ import annotations
 
 import warnings
-from functools import partial
+from fractions import Fraction
+from functools import lru_cache, partial
 from typing import Any, Callable, Union
 
 import numpy as np
@@ -22,8 +23,8 @@ from numtk._lib import Result, as_map, n_threads
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_int, check_option, check_real, check_size
 from numtk.moe import _moe_ext
-from numtk.moe._plan import (MAX_TOTAL, as_loads, as_placement, check_memory, layers_result, lower_bound,
-                             max_foreign_from_bytes, native_ratios, standard_layers)
+from numtk.moe._plan import (MAX_TOTAL, as_loads, as_placement, check_memory, imbalance_ratio, layers_result,
+                             lower_bound, max_foreign_from_bytes, native_ratios, standard_layers)
 
 __all__ = ["llep_plan", "standard_ep_plan"]
 
@@ -31,35 +32,58 @@ IMBALANCE_METRICS = ("device", "expert")
 
 Workers = Union[int, Callable]
 
-# Above this many int64 entries of the dense assignment (L * N * P), check the memory before planning.
-_CHECK_SIZE_FROM = 2**24
+_INF = float("inf")
+
+# Above this many chunk rows and device entries (L * (N + P)), check the memory before planning.
+_CHECK_SIZE_FROM = 2**20
+# Bytes per such entry that a plan holds at its peak: the kernel's chunk buffer (4 int64 per chunk, about N + P
+# chunks a layer), the Result's copies of it (layer column, sizes, keys of the transfers) and its per-device
+# arrays (loads, ratios, peak memory).
+_BYTES_PER_ENTRY = 160
 
 
 # --------------------------------------------------------------------------------------------------
 # arguments
 # --------------------------------------------------------------------------------------------------
+_NATIVE_COUNTS = (np.dtype(np.int32), np.dtype(np.int64))  # native byte order
+
+
 def _counts(loads: Any) -> np.ndarray:
     """``loads`` as an (L, N) or (N,) int32/int64 C-contiguous array of totals per expert.
 
     A C-contiguous int32 or int64 array of native byte order passes through without a copy (after the
-    checks); anything else goes through :func:`numtk.moe._plan.as_loads` (int64; (L, N, S) summed over
-    sources). Totals are checked in exact integers, so that no sum wraps around.
+    checks: one pass for the sign and the largest entry); anything else goes through
+    :func:`numtk.moe._plan.as_loads` (int64; (L, N, S) summed over sources). Totals are checked in exact
+    integers, so that no sum wraps around.
     """
+    if (type(loads) is np.ndarray and loads.dtype in _NATIVE_COUNTS and loads.ndim in (1, 2)
+            and loads.flags.c_contiguous and loads.size):
+        low, high = loads.min(), loads.max()
+        if low < 0:
+            raise ValueError("`loads` must be non-negative")
+        if int(high) >= MAX_TOTAL // loads.shape[-1]:  # a sum could reach 2**62: check it exactly
+            rows = loads.reshape(-1, loads.shape[-1])
+            if max(sum(int(v) for v in row) for row in rows) >= MAX_TOTAL:
+                raise ValueError("the total of `loads` must be below 2**62")
+        return loads
     if isinstance(loads, np.ndarray) and loads.dtype.kind in "iu" and loads.ndim in (1, 2, 3) and loads.size:
+        # as_loads sums (L, N, S) over sources in int64: check first that no sum wraps around
         per_layer = loads.size // (loads.shape[0] if loads.ndim > 1 else 1)
-        if int(loads.max()) >= MAX_TOTAL // max(per_layer, 1):  # a sum could reach 2**62: check it exactly
+        if int(loads.max()) >= MAX_TOTAL // max(per_layer, 1):
             rows = loads.reshape(1 if loads.ndim == 1 else loads.shape[0], -1)
             if loads.min() >= 0 and max(sum(int(v) for v in row) for row in rows) >= MAX_TOTAL:
                 raise ValueError("the total of `loads` must be below 2**62")
-    if (type(loads) is np.ndarray and loads.dtype in (np.int32, np.int64) and loads.dtype.isnative
-            and loads.ndim in (1, 2) and loads.flags.c_contiguous):
-        if loads.shape[-1] < 1:
-            raise ValueError("`loads` must hold at least one expert")
-        if loads.size and loads.min() < 0:
-            raise ValueError("`loads` must be non-negative")
-        return loads
     totals, _ = as_loads(loads, batch=True)
     return totals
+
+
+@lru_cache(maxsize=32)
+def _blocks(N: int, count: int, num_devices: int | None) -> tuple[np.ndarray, int]:
+    """:func:`numtk.moe._plan.as_placement` of an int placement (contiguous blocks), kept for the next call
+    (read-only: the planner and the Result only read it; the Result keeps a copy)."""
+    pi, P = as_placement(count, N, num_devices)
+    pi.setflags(write=False)
+    return pi, P
 
 
 def _layers_and_placement(loads: Any, placement: Any, num_devices: Any):
@@ -71,15 +95,19 @@ def _layers_and_placement(loads: Any, placement: Any, num_devices: Any):
     if batch.shape[0] < 1:
         raise ValueError("`loads` must hold at least one layer; got shape " + str(totals.shape))
     N = batch.shape[1]
-    if isinstance(placement, (list, tuple)):
-        placement = as_array(placement, "placement")  # a ragged list: a TypeError naming `placement`
-    if isinstance(placement, np.ndarray) and placement.ndim == 1 and placement.shape[0] != N:
-        raise ValueError(f"`placement` must hold one device id per expert: `loads` has {N} experts, "
-                         f"`placement` has {placement.shape[0]} entries")
-    pi, P = as_placement(placement, N, num_devices)
-    count = batch.shape[0] * N * P
-    if count > _CHECK_SIZE_FROM:  # the dense assignment (L, N, P) int64
-        check_size(count, 16, "num_devices" if num_devices is not None else "placement")
+    if type(placement) is int and (num_devices is None or type(num_devices) is int):
+        pi, P = _blocks(N, placement, num_devices)  # the common int placement: checked once per (N, P)
+    else:
+        if isinstance(placement, (list, tuple)):
+            placement = as_array(placement, "placement")  # a ragged list: a TypeError naming `placement`
+        if isinstance(placement, np.ndarray) and placement.ndim == 1 and placement.shape[0] != N:
+            raise ValueError(f"`placement` must hold one device id per expert: `loads` has {N} experts, "
+                             f"`placement` has {placement.shape[0]} entries")
+        pi, P = as_placement(placement, N, num_devices)
+    count = batch.shape[0] * (N + P)
+    if count > _CHECK_SIZE_FROM:  # the chunk lists and the per-device arrays (the dense assignment is lazy)
+        check_size(count, _BYTES_PER_ENTRY, "loads" if N >= P else
+                   "num_devices" if num_devices is not None else "placement")
     return batch, single, pi, P, batch.sum(axis=1, dtype=np.int64)
 
 
@@ -99,11 +127,19 @@ def _memory_args(memory_limit: Any, expert_bytes: Any, token_bytes: Any, N: int,
     return limit, expert_bytes, token_bytes
 
 
+@lru_cache(maxsize=64)
+def _decimal_ratio(alpha: float) -> tuple[int, int]:
+    """alpha as the ratio of integers its shortest repr writes: 1.1 -> (11, 10), not the binary double's
+    (2476979795053773, 2251799813685248), which is slightly above 11/10."""
+    ratio = Fraction(repr(float(alpha)))
+    return ratio.numerator, ratio.denominator
+
+
 def _capacity(total: int, P: int, alpha: float) -> int:
-    """ceil(alpha * total / P) in exact integer arithmetic (alpha is a binary float, a ratio of integers),
-    capped at 2**62: any capacity >= total keeps every expert on its native device, so the cap changes no
-    plan."""
-    num, den = alpha.as_integer_ratio()
+    """ceil(alpha * total / P) in exact integer arithmetic, alpha read as the decimal it was written as
+    (:func:`_decimal_ratio`), capped at 2**62: any capacity >= total keeps every expert on its native device,
+    so the cap changes no plan."""
+    num, den = _decimal_ratio(alpha)
     return min(-(-(num * int(total)) // (den * P)), MAX_TOTAL)
 
 
@@ -113,31 +149,34 @@ def _capacity(total: int, P: int, alpha: float) -> int:
 def _kernel(loads: np.ndarray, pi: np.ndarray, caps: np.ndarray, min_chunk: int, P: int,
             limit: np.ndarray | None, expert_bytes: float, token_bytes: float, threads: int = 1):
     """The compiled planner on the layers of ``loads`` (L, N): (chunks (K, 4), offsets (L + 1,), forced (L,),
-    stranded (L,) bool)."""
-    chunks, offsets, forced, stranded = _moe_ext.llep_plan_layers(
-        loads, pi, caps, min_chunk, P, limit, expert_bytes, token_bytes, threads)
-    return chunks, offsets, forced, stranded.astype(bool)
+    stranded (S, 2) rows (layer, expert): the remainders the memory limit kept on their native device)."""
+    return _moe_ext.llep_plan_layers(loads, pi, caps, min_chunk, P, limit, expert_bytes, token_bytes, threads)
 
 
 def _run(loads: np.ndarray, pi: np.ndarray, caps: np.ndarray, min_chunk: int, P: int, limit, expert_bytes: float,
-         token_bytes: float, workers: Any):
-    """The planner on every layer of ``loads``: compiled threads for an int ``workers``, else one call per
-    layer through the map-like callable."""
+         token_bytes: float, workers: Any, total_layers: int):
+    """The planner on every layer of ``loads`` (``total_layers`` before the gate, for messages): compiled
+    threads for an int ``workers``, else one call per layer through the map-like callable."""
     eb = 0.0 if expert_bytes is None else float(expert_bytes)
     if not callable(workers):
-        return _kernel(loads, pi, caps, min_chunk, P, limit, eb, float(token_bytes), workers)
+        return _moe_ext.llep_plan_layers(loads, pi, caps, min_chunk, P, limit, eb, float(token_bytes), workers)
     task = partial(_kernel, pi=pi, min_chunk=min_chunk, P=P, limit=limit, expert_bytes=eb,
                    token_bytes=float(token_bytes))
     with as_map(workers) as mapper:
         parts = list(mapper(_layer_task, [(task, loads[i:i + 1], caps[i:i + 1]) for i in range(len(loads))]))
     if len(parts) != len(loads):
-        raise ValueError(f"`workers` returned {len(parts)} results for {len(loads)} layers; a map-like callable "
-                         "must return one result per item")
+        raise ValueError(f"`workers` returned {len(parts)} result(s) for {len(loads)} item(s), one per layer "
+                         f"to plan ({len(loads)} of the {total_layers} layer(s): the others were left to the "
+                         "standard plan by the gate); a map-like callable must return one result per item"
+                         if total_layers != len(loads) else
+                         f"`workers` returned {len(parts)} result(s) for {len(loads)} item(s), one per layer; "
+                         "a map-like callable must return one result per item")
     sizes = np.array([len(p[0]) for p in parts], dtype=np.int64)
     chunks = np.concatenate([p[0] for p in parts]) if parts else np.zeros((0, 4), np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     forced = np.array([p[2][0] for p in parts], dtype=np.int64)
-    stranded = np.array([p[3][0] for p in parts], dtype=bool)
+    stranded = [np.column_stack([np.full(len(p[3]), i, dtype=np.int64), p[3][:, 1]]) for i, p in enumerate(parts)]
+    stranded = np.concatenate(stranded) if stranded else np.zeros((0, 2), np.int64)
     return chunks, offsets, forced, stranded
 
 
@@ -147,14 +186,77 @@ def _layer_task(item):
 
 
 # --------------------------------------------------------------------------------------------------
-# results
+# why a plan does not fit the memory limit
 # --------------------------------------------------------------------------------------------------
+def _listed(name: str, items, verb: str = "") -> str:
+    """'device 3 exceeds its' or 'devices [0, 2] exceed their' (at most 10 listed)."""
+    items = [int(v) for v in items]
+    one = len(items) == 1
+    text = f"{name} {items[0]}" if one else f"{name}s {items[:10]}{'...' if len(items) > 10 else ''}"
+    return text + {"": "", "exceed": " exceeds its" if one else " exceed their"}[verb]
+
+
+def _infeasible_message(peak: np.ndarray, limit: np.ndarray, native_bytes: np.ndarray, stranded: np.ndarray,
+                        pi: np.ndarray, gated: bool, ratio: float, threshold: float | None) -> str:
+    """Why one layer's plan exceeds ``memory_limit``: the devices over it, by cause (their native experts'
+    weights alone; an overflow that no other device had the memory to take, with its experts; the standard
+    plan the gate returned)."""
+    tol = limit * (1 + 1e-12)
+    over = np.flatnonzero(peak > tol)
+    alone = over[native_bytes[over] > tol[over]]
+    parts = []
+    if len(alone):
+        parts.append(f"the native experts' weights of {_listed('device', alone)} alone exceed the `memory_limit` "
+                     "there (no plan fits)")
+    rest = np.setdiff1d(over, alone)
+    if gated and len(rest):
+        parts.append(f"the gate returned the standard plan (imbalance ratio {ratio:.4g} < "
+                     f"`imbalance_threshold` = {threshold:g}), which exceeds the `memory_limit` of "
+                     f"{_listed('device', rest)}")
+    elif len(rest):
+        kept = stranded[np.isin(pi[stranded], rest)] if len(stranded) else stranded
+        if len(kept):
+            parts.append(f"no other device had the memory to receive the overflow of {_listed('expert', kept)}: it "
+                         f"stayed native, and {_listed('device', np.unique(pi[kept]), 'exceed')} `memory_limit`")
+        left = np.setdiff1d(rest, pi[kept]) if len(kept) else rest
+        if len(left):
+            parts.append(f"{_listed('device', left, 'exceed')} `memory_limit`")
+    return "; ".join(parts)
+
+
+def _memory_report(res: Result, limit: np.ndarray, expert_bytes: float, pi: np.ndarray, P: int,
+                   stranded: np.ndarray, active: np.ndarray, ratios: np.ndarray, threshold: float | None,
+                   single: bool) -> list[str]:
+    """The ``message`` of every layer ('' where the plan fits), and a RuntimeWarning when one does not."""
+    feasible = np.atleast_1d(res.feasible)
+    messages = [""] * len(feasible)
+    bad = np.flatnonzero(~feasible)
+    if not len(bad):
+        return messages
+    native_bytes = np.bincount(pi, minlength=P) * expert_bytes
+    peak = np.atleast_2d(res.peak_memory)
+    for i in bad.tolist():
+        mine = stranded[stranded[:, 0] == i, 1] if len(stranded) else stranded[:, 1]
+        messages[i] = _infeasible_message(peak[i], limit, native_bytes, mine, pi, not active[i], float(ratios[i]),
+                                          threshold)
+    if single:
+        text = f"llep_plan: the plan does not fit `memory_limit`: {messages[0]} (feasible=False; see `message`)"
+    else:
+        layers = bad.tolist()
+        text = (f"llep_plan: {len(layers)} of {len(feasible)} layers do not fit `memory_limit` (feasible=False, "
+                f"layers {layers[:10]}{'...' if len(layers) > 10 else ''}; see `message`); layer {layers[0]}: "
+                f"{messages[layers[0]]}")
+    warnings.warn(text, RuntimeWarning, stacklevel=3)
+    return messages
+
+
 # --------------------------------------------------------------------------------------------------
 # the public functions
 # --------------------------------------------------------------------------------------------------
-@constraints(loads="array1d", placement=("int>=1", "array1d"), capacity_factor="real>0", min_chunk="cap",
-             imbalance_threshold="real>=0", imbalance_metric="option", memory_limit=("real>=0", "array1d"),
-             expert_bytes="real>=0", token_bytes="real>=0", num_devices="count", workers="workers")
+@constraints(loads=("array1d", "array2d"), placement=("int>=1", "array1d"), capacity_factor="real>0",
+             min_chunk="cap", imbalance_threshold="real>=0", imbalance_metric="option",
+             memory_limit=("real>=0", "array1d"), expert_bytes="real>=0", token_bytes="real>=0", num_devices="count",
+             workers="workers")
 def llep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, capacity_factor: float = 1.0,
               min_chunk: int = 1024, imbalance_threshold: float | None = 1.3, imbalance_metric: str = "device",
               memory_limit: Union[float, ArrayLike, None] = None, expert_bytes: float | None = None,
@@ -179,7 +281,9 @@ def llep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, capacity_fa
         (expert e on device ``e * P // N``; needs N divisible by P).
     capacity_factor : float, default 1.0
         alpha > 0: the capacity of a device is ``ceil(alpha * T / P)`` slots (T the layer's total), computed
-        exactly in integers.
+        exactly in integers with alpha read as the decimal number it was written as (its shortest repr):
+        1.1 means 11/10, so T = 100 on P = 2 devices gives 55, not the 56 of the binary double just above
+        1.1.
     min_chunk : int, default 1024
         The smallest chunk sent to another device, unless it is the last piece of an expert.
     imbalance_threshold : float or None, default 1.3
@@ -189,8 +293,8 @@ def llep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, capacity_fa
         'device': max / mean of the native device loads (the reference code's gate); 'expert': max / mean
         of the expert loads (the paper's text).
     memory_limit : float or array_like of float, shape (P,), optional
-        Bytes each device may hold; with it a device receives a chunk only if it still fits (Notes).
-        Needs ``expert_bytes``.
+        Bytes each device may hold; with it a device receives a chunk only if it still fits, and (with
+        ``token_bytes``) keeps of its own experts' slots only what fits (Notes). Needs ``expert_bytes``.
     expert_bytes : float, optional
         Bytes of one expert's weights. With it (and no limit) the plan reports ``peak_memory``.
     token_bytes : float, default 0
@@ -235,17 +339,25 @@ def llep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, capacity_fa
             ``(native + received experts) * expert_bytes + device_loads * token_bytes``; None without
             ``expert_bytes``.
         feasible : bool
-            False when ``peak_memory`` exceeds ``memory_limit`` on some device, or when some remainder had
-            to stay on its native device because no device had the memory to take it. True without a
-            limit.
+            Whether the plan fits the memory limit: ``peak_memory <= memory_limit`` on every device (up
+            to a relative 1e-12). True without a limit. A remainder that no device had the memory to take
+            stays on its native device; that makes the plan infeasible only if the native device's memory
+            cannot hold it (otherwise it is a forced chunk like any other).
         placement : ndarray of int64, shape (N,)
             The native device of each expert (the placement the plan was made with).
+        message : str
+            Why the plan is infeasible, naming the devices over the limit and the cause: their native
+            experts' weights alone exceed it (no plan fits), an overflow that no other device had the
+            memory to receive stayed on them (the experts named), or the gate returned the standard plan,
+            which does not fit. The empty string when ``feasible`` is True.
 
         For L layers the same fields, stacked: ``assignment`` (L, N, P), ``device_loads`` (L, P),
         ``max_load``, ``lower_bound``, ``capacity``, ``imbalance_ratio``, ``forced`` arrays (L,),
-        ``feasible`` bool (L,), ``method`` str (L,), ``peak_memory`` (L, P) or None, ``placement`` (N,)
-        (shared by the layers); ``chunks`` (K, 5) rows
-        (layer, expert, device, start, stop) and ``weight_transfers`` (W, 4) rows (layer, expert, src, dst).
+        ``feasible`` bool (L,), ``method`` and ``message`` str (L,), ``peak_memory`` (L, P) or None,
+        ``placement`` (N,) (shared by the layers); ``chunks`` (K, 5) rows (layer, expert, device, start, stop)
+        and ``weight_transfers`` (W, 4) rows (layer, expert, src, dst). ``assignment`` is built from
+        ``chunks`` when first read; where the dense (L, N, P) array would not fit in memory, reading it
+        raises a MemoryError and ``chunks`` holds the same plan.
 
     Raises
     ------
@@ -258,7 +370,7 @@ def llep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, capacity_fa
     Warns
     -----
     RuntimeWarning
-        When the memory limit left some remainder on its native device (``feasible`` is False).
+        Whenever a plan does not fit ``memory_limit`` (``feasible`` is False), with its ``message``.
 
     See Also
     --------
@@ -296,17 +408,23 @@ def llep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, capacity_fa
     its native experts, :math:`h_o` the foreign experts it received so far, n = 0 if it received e already
     (else 1), :math:`b_w` = ``expert_bytes``, :math:`b_t` = ``token_bytes``. The test uses eff (slots placed
     plus native slots still to place) as the device's load, so a device within its limit stays within it;
-    the least-eff device among those that pass receives the chunk, and when none passes the remainder stays
-    native. This greedy is near-optimal when memory leaves room for about three foreign experts per device
-    and can be far from the optimum when only one fits; :func:`optimal_plan` solves small instances
-    exactly.
+    the least-eff device among those that pass receives the chunk. The native device g is held to the same
+    test (n = 0): with :math:`b_t > 0`, e keeps on g at most the largest k with
+    :math:`B_g + h_g b_w + b_t(\mathrm{eff}_g + k) \le M_g` (0 if none), besides the capacity, and the rest
+    spills as usual. When no device passes, the remainder stays native (a forced chunk), and the plan is
+    infeasible if g cannot hold it. This greedy is near-optimal when memory leaves room for about three
+    foreign experts per device and can be far from the optimum when only one fits; :func:`optimal_plan`
+    solves small instances exactly.
 
     Capacity differs from the reference code, which uses ``int(alpha * (T // P))``: with alpha = 1 and T not
-    divisible by P its P capacities hold fewer than T slots and the last ones are forced.
+    divisible by P its P capacities hold fewer than T slots and the last ones are forced. alpha is read as
+    the decimal it was written as (``fractions.Fraction(repr(alpha))``) rather than as its binary double,
+    which for most decimals is slightly above or below it: with alpha = 1.1, T = 100 and P = 2 the capacity
+    is :math:`\lceil 110/2 \rceil = 55`, where the double (1.100000000000000088...) would give 56.
 
     References
     ----------
-    .. [1] X.-P. Nguyen, S. Pandit, Y. Xu, C. Xiong, S. Joty, "Least-Loaded Expert Parallelism: Load
+    .. [1] X.-P. Nguyen, S. Pandit, A. Xu, C. Xiong, S. Joty, "Least-Loaded Expert Parallelism: Load
        Balancing An Imbalanced Mixture-of-Experts", ICML 2026, arXiv:2601.17111.
     .. [2] R. L. Graham, "Bounds on Multiprocessing Timing Anomalies", SIAM J. Appl. Math. 17(2), 1969
        (longest processing time first).
@@ -329,6 +447,14 @@ def llep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, capacity_fa
     >>> res.weight_transfers
     array([[0, 0, 1]])
 
+    With a memory limit (here 1 byte per slot, weights free) device 0 keeps only the 5 slots it can hold;
+    the rest spills, and the two slots of device 1's own experts stay there beyond capacity:
+
+    >>> res = llep_plan([10, 0, 1, 1], [0, 0, 1, 1], min_chunk=1, memory_limit=[5, 100], expert_bytes=0,
+    ...                 token_bytes=1)
+    >>> res.device_loads, res.feasible, res.forced, res.message
+    (array([5, 7]), True, 3, '')
+
     A balanced layer stays on the standard plan; a batch of layers is planned in one call:
 
     >>> batch = llep_plan(np.array([[10, 0, 1, 1], [3, 3, 3, 3]]), 2, min_chunk=1)
@@ -338,59 +464,78 @@ def llep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, capacity_fa
     array([[ 0,  0,  0,  0,  6],
            [ 0,  0,  1,  6, 10]])
     """
-    capacity_factor = check_real(capacity_factor, "capacity_factor", low=0.0, low_open=True)
-    min_chunk = min(check_int(min_chunk, "min_chunk", minimum=1), MAX_TOTAL)
-    if imbalance_threshold is not None:
+    # the full checks, unless the value is plainly valid (a finite float in range, a positive int, a listed str)
+    if not (type(capacity_factor) is float and 0.0 < capacity_factor < _INF):
+        capacity_factor = check_real(capacity_factor, "capacity_factor", low=0.0, low_open=True)
+    if not (type(min_chunk) is int and 1 <= min_chunk <= MAX_TOTAL):
+        min_chunk = min(check_int(min_chunk, "min_chunk", minimum=1), MAX_TOTAL)
+    if imbalance_threshold is not None and not (type(imbalance_threshold) is float
+                                                and 0.0 <= imbalance_threshold < _INF):
         imbalance_threshold = check_real(imbalance_threshold, "imbalance_threshold", low=0.0)
-    check_option(imbalance_metric, "imbalance_metric", IMBALANCE_METRICS)
+    if not (type(imbalance_metric) is str and imbalance_metric in IMBALANCE_METRICS):
+        check_option(imbalance_metric, "imbalance_metric", IMBALANCE_METRICS)
     # a map-like callable is used as given; the common workers=1 skips the count of available cores
     threads = 1 if callable(workers) or (type(workers) is int and workers == 1) else n_threads(workers)
     batch, single, pi, P, totals = _layers_and_placement(loads, placement, num_devices)
-    limit, expert_bytes, token_bytes = _memory_args(memory_limit, expert_bytes, token_bytes, batch.shape[1], totals,
-                                                    P)
-    foreign = None if limit is None else max_foreign_from_bytes(limit, expert_bytes, pi, P)
-
     L = batch.shape[0]
-    ratios = native_ratios(batch, pi, P, imbalance_metric)
-    caps = np.array([_capacity(t, P, capacity_factor) for t in totals.tolist()], dtype=np.int64)
-    if foreign is None:
-        lower = -(-totals // P)
+    if memory_limit is None and expert_bytes is None and type(token_bytes) is int and token_bytes == 0:
+        limit = None  # the common call: nothing to check
     else:
+        limit, expert_bytes, token_bytes = _memory_args(memory_limit, expert_bytes, token_bytes, batch.shape[1],
+                                                        totals, P)
+
+    if L == 1:  # the same value as native_ratios gives, with fewer NumPy calls
+        ratios = np.array([imbalance_ratio(batch[0], pi, P, imbalance_metric)])
+    else:
+        ratios = native_ratios(batch, pi, P, imbalance_metric)
+    sums = totals.tolist()
+    caps = np.array([_capacity(t, P, capacity_factor) for t in sums], dtype=np.int64)
+    if limit is None:
+        lower = np.array([-(-t // P) for t in sums], dtype=np.int64)  # ceil(T / P)
+    else:
+        foreign = max_foreign_from_bytes(limit, expert_bytes, pi, P)
         lower = np.array([lower_bound(batch[i], P, foreign) for i in range(L)], dtype=np.int64)
     active = np.ones(L, dtype=bool) if imbalance_threshold is None else ~(ratios < imbalance_threshold)
-    forced = np.zeros(L, dtype=np.int64)
-    stranded = np.zeros(L, dtype=bool)
-    if active.all():
+    n_active = int(np.count_nonzero(active))
+    run_with = workers if callable(workers) else threads
+    if n_active == L:
         chunks, offsets, forced, stranded = _run(batch, pi, caps, min_chunk, P, limit, expert_bytes, token_bytes,
-                                                 workers if callable(workers) else threads)
-    elif not active.any():
+                                                 run_with, L)
+        method = np.full(L, "llep", dtype="<U8")
+    elif n_active == 0:
         chunks, offsets = standard_layers(batch, pi)
+        forced, stranded = np.zeros(L, dtype=np.int64), np.zeros((0, 2), dtype=np.int64)
+        method = np.full(L, "standard", dtype="<U8")
     else:  # some layers gated: the planner on the others, the standard plan on these, in layer order
         rows = np.flatnonzero(active)
         k_chunks, k_offsets, k_forced, k_stranded = _run(np.ascontiguousarray(batch[rows]), pi, caps[rows],
-                                                         min_chunk, P, limit, expert_bytes, token_bytes,
-                                                         workers if callable(workers) else threads)
+                                                         min_chunk, P, limit, expert_bytes, token_bytes, run_with, L)
         s_chunks, s_offsets = standard_layers(batch, pi)
-        forced[rows], stranded[rows] = k_forced, k_stranded
+        forced = np.zeros(L, dtype=np.int64)
+        forced[rows] = k_forced
+        stranded = np.column_stack([rows[k_stranded[:, 0]], k_stranded[:, 1]])
         where = {int(i): j for j, i in enumerate(rows)}
         parts = [k_chunks[k_offsets[where[i]]:k_offsets[where[i] + 1]] if i in where
                  else s_chunks[s_offsets[i]:s_offsets[i + 1]] for i in range(L)]
         chunks = np.concatenate(parts)
         offsets = np.zeros(L + 1, dtype=np.int64)
         np.cumsum([len(part) for part in parts], out=offsets[1:])
-    res = layers_result(batch, pi, P, chunks, offsets, method=np.where(active, "llep", "standard"), capacity=caps,
-                        imbalance=ratios, forced=forced, lower=lower, expert_bytes=expert_bytes,
-                        token_bytes=token_bytes, memory_limit=limit, stranded=stranded, single=single)
-    if stranded.any():
-        layers = np.flatnonzero(stranded).tolist()
-        where = "" if single else f" (layers {layers[:10]}{'...' if len(layers) > 10 else ''})"
-        warnings.warn(f"llep_plan: no device had the memory to receive some overflow{where}; it stayed on its "
-                      "native device and the plan is marked feasible=False", RuntimeWarning, stacklevel=2)
+        method = np.where(active, "llep", "standard")
+    # feasible: the plan's peak memory within the limit on every device (layers_result)
+    res = layers_result(batch, pi, P, chunks, offsets, method=method, capacity=caps, imbalance=ratios,
+                        forced=forced, lower=lower, expert_bytes=expert_bytes, token_bytes=token_bytes,
+                        memory_limit=limit, single=single)
+    if limit is None:
+        res.message = "" if single else np.full(L, "")
+    else:
+        messages = _memory_report(res, limit, expert_bytes, pi, P, stranded, active, ratios, imbalance_threshold,
+                                  single)
+        res.message = messages[0] if single else np.array(messages, dtype=str)
     return res
 
 
-@constraints(loads="array1d", placement=("int>=1", "array1d"), expert_bytes="real>=0", token_bytes="real>=0",
-             num_devices="count")
+@constraints(loads=("array1d", "array2d"), placement=("int>=1", "array1d"), expert_bytes="real>=0",
+             token_bytes="real>=0", num_devices="count")
 def standard_ep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, expert_bytes: float | None = None,
                      token_bytes: float = 0, num_devices: int | None = None) -> Result:
     r"""Standard expert parallelism: every expert's routing slots on its native device.
@@ -437,9 +582,11 @@ def standard_ep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, expe
         peak_memory : ndarray of float64, shape (P,) or None
             ``native experts * expert_bytes + device_loads * token_bytes``; None without ``expert_bytes``.
         feasible : bool
-            True.
+            True: without a memory limit every plan is feasible.
         placement : ndarray of int64, shape (N,)
             The native device of each expert.
+        message : str
+            '' (the plan is feasible).
 
         For L layers the same fields stacked as in :func:`llep_plan`.
 
@@ -462,7 +609,7 @@ def standard_ep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, expe
 
     References
     ----------
-    .. [1] X.-P. Nguyen, S. Pandit, Y. Xu, C. Xiong, S. Joty, "Least-Loaded Expert Parallelism: Load
+    .. [1] X.-P. Nguyen, S. Pandit, A. Xu, C. Xiong, S. Joty, "Least-Loaded Expert Parallelism: Load
        Balancing An Imbalanced Mixture-of-Experts", ICML 2026, arXiv:2601.17111.
 
     Examples
@@ -477,7 +624,9 @@ def standard_ep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, expe
     L = batch.shape[0]
     chunks, offsets = standard_layers(batch, pi)
     lower = -(-totals // P)
-    return layers_result(batch, pi, P, chunks, offsets, method=np.full(L, "standard"), capacity=lower,
-                         imbalance=native_ratios(batch, pi, P, "device"), forced=np.zeros(L, dtype=np.int64),
-                         lower=lower, expert_bytes=expert_bytes, token_bytes=token_bytes, memory_limit=None,
-                         single=single)
+    res = layers_result(batch, pi, P, chunks, offsets, method=np.full(L, "standard"), capacity=lower,
+                        imbalance=native_ratios(batch, pi, P, "device"), forced=np.zeros(L, dtype=np.int64),
+                        lower=lower, expert_bytes=expert_bytes, token_bytes=token_bytes, memory_limit=None,
+                        single=single)
+    res.message = "" if single else np.full(L, "")  # no memory limit here: every plan is feasible
+    return res

@@ -72,16 +72,17 @@ py::tuple plan_layers(carray<Count> loads, carray<std::int64_t> placement, carra
         pmem = &mem;
     }
     threads = numtk::bindings::check_threads(threads);
-    std::vector<std::int64_t> chunks, offsets, forced;
-    std::vector<std::uint8_t> stranded;
+    std::vector<std::int64_t> chunks, offsets, forced, stranded;
     {
         py::gil_scoped_release release;
         numtk::moe::llep_plan_layers(pl, pp, L, N, P, pc, min_chunk, pmem, threads, chunks, offsets, forced,
                                      stranded);
     }
     py::array_t<std::int64_t> flat = to_numpy(std::move(chunks));
+    py::array_t<std::int64_t> pairs = to_numpy(std::move(stranded));
     return py::make_tuple(flat.reshape({py::ssize_t(flat.shape(0) / 4), py::ssize_t(4)}), to_numpy(std::move(offsets)),
-                          to_numpy(std::move(forced)), to_numpy(std::move(stranded)));
+                          to_numpy(std::move(forced)),
+                          pairs.reshape({py::ssize_t(pairs.shape(0) / 2), py::ssize_t(2)}));
 }
 
 constexpr const char* kDoc =
@@ -89,8 +90,9 @@ constexpr const char* kDoc =
     "int64 device ids in [0, num_devices), `capacity` (L,) int64 per layer, `min_chunk` >= 1; with\n"
     "`memory_limit` (P,) bytes the memory-aware variant (`expert_bytes`, `token_bytes`). Returns (chunks,\n"
     "offsets, forced, stranded): chunks (K, 4) int64 rows (expert, device, start, stop), layer i's rows\n"
-    "offsets[i]:offsets[i + 1]; forced (L,) chunks placed beyond capacity; stranded (L,) uint8, 1 where the\n"
-    "memory-aware variant kept a remainder native for lack of memory elsewhere. `threads` spread the layers.";
+    "offsets[i]:offsets[i + 1]; forced (L,) chunks placed beyond capacity; stranded (S, 2) int64 rows\n"
+    "(layer, expert), in layer order, for each remainder the memory-aware variant kept on its native device\n"
+    "because no other device had the memory to take it. `threads` spread the layers.";
 
 }  // namespace
 

@@ -197,9 +197,20 @@ class PlanResult(Result):
         if "assignment" in d:
             return
         chunks, P, N = d["chunks"], d["device_loads"].shape[-1], len(d["placement"])
+        shape = (d["device_loads"].shape[0], N, P) if chunks.shape[1] == 5 else (N, P)
+        need = 8 * N * P * (shape[0] if len(shape) == 3 else 1)  # bytes of the int64 array (Python ints)
+        if need > 2**26:  # the plans fit whatever the size of their dense form: check before allocating it
+            from numtk._lib._validation import available_memory
+
+            avail = available_memory()
+            if need > avail:
+                rows = "(layer, expert, device, start, stop)" if len(shape) == 3 else "(expert, device, start, stop)"
+                raise MemoryError(f"`assignment` of this plan would be a dense int64 array of shape {shape}, about "
+                                  f"{need / 2**30:.3g} GiB, more than the {avail / 2**30:.3g} GiB this process may "
+                                  f"allocate; read `chunks` instead: the same plan as rows {rows}")
         sizes = chunks[:, -1] - chunks[:, -2]
         if chunks.shape[1] == 5:  # (layer, expert, device, start, stop)
-            dense = np.zeros((d["device_loads"].shape[0], N, P), dtype=np.int64)
+            dense = np.zeros(shape, dtype=np.int64)
             np.add.at(dense, (chunks[:, 0], chunks[:, 1], chunks[:, 2]), sizes)
         else:
             dense = np.zeros((N, P), dtype=np.int64)

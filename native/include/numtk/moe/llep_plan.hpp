@@ -25,9 +25,13 @@
 // where hosted[o] counts the foreign experts o received so far and new = 0 if o already received e in this
 // visit, else 1. eff[o] (slots placed plus native slots still pending) stands for the device's load, so a
 // device that passes the test stays within its limit whatever happens later (eff only grows by received
-// chunks, which are tested). The candidates that pass the test are scanned for the least (eff, id), with c
-// the chunk the rule above would give that device; when none passes, the remainder stays on g (counted as
-// forced) and the layer is flagged `stranded`.
+// chunks, which are tested). The native device g is held to the same test: with token_bytes > 0 the share e
+// keeps on g is at most the largest k with native_bytes[g] + hosted[g] * expert_bytes
+// + token_bytes * (eff[g] + k) <= limit[g] (0 if none; found by bisection on that test, which is monotone in
+// k), and the rest spills as usual. The candidates that pass the test are scanned for the least (eff, id),
+// with c the chunk the rule above would give that device; when none passes, the remainder stays on g
+// (counted as forced) and e is reported as *stranded* (whether g's memory then holds it is the caller's
+// check, from the plan's peak memory).
 //
 // Output: chunks (expert, device, start, stop) appended to a growable vector in plan order; the pieces of one
 // expert on one device that follow each other form one chunk. Plain C++17, no Python.
@@ -53,7 +57,6 @@ struct LlepMemory {
 
 struct LlepLayerStats {
     std::int64_t forced = 0;  // chunks placed beyond capacity (forced branch, or a remainder kept native)
-    bool stranded = false;    // memory-aware: some remainder found no device with the memory to take it
 };
 
 // Min-heap of device ids keyed by (key[id], id), with the position of every id (decrease/increase key).
@@ -178,13 +181,15 @@ inline void sort_by_load(std::vector<LoadId>& items, std::vector<LoadId>& scratc
 
 }  // namespace detail
 
-// Plans one layer and appends its chunks (4 int64 per chunk) to `chunks`. `loads` (N), `placement` (N, ids in
-// [0, P)); `memory` null for the plain planner. Loads must be >= 0 with a total below 2**62, `capacity` >= 0,
-// `min_chunk` >= 1 (the caller checks).
+// Plans one layer and appends its chunks (4 int64 per chunk) to `chunks`, and to `stranded` the experts whose
+// remainder found no device with the memory to take it (memory-aware only). `loads` (N), `placement` (N, ids
+// in [0, P)); `memory` null for the plain planner. Loads must be >= 0 with a total below 2**62, `capacity`
+// >= 0, `min_chunk` >= 1 (the caller checks).
 template <class Count, class Index>
 LlepLayerStats llep_plan_layer(const Count* loads, const Index* placement, std::size_t N, std::size_t P,
                                std::int64_t capacity, std::int64_t min_chunk, const LlepMemory* memory,
-                               LlepWorkspace& ws, std::vector<std::int64_t>& chunks) {
+                               LlepWorkspace& ws, std::vector<std::int64_t>& chunks,
+                               std::vector<std::int64_t>& stranded) {
     LlepLayerStats stats;
     const std::size_t first = chunks.size();
     ws.pending.assign(P, 0);
@@ -219,7 +224,24 @@ LlepLayerStats llep_plan_layer(const Count* loads, const Index* placement, std::
         const std::int64_t ee = std::int64_t(e), gg = std::int64_t(g);
         ws.pending[g] -= l;
         const std::int64_t avail = capacity - ws.assigned[g] - ws.pending[g];
-        const std::int64_t keep = avail >= l ? l : (avail > 0 ? avail : 0);
+        std::int64_t keep = avail >= l ? l : (avail > 0 ? avail : 0);
+        if (aware && keep > 0 && memory->token_bytes > 0.0) {  // g's memory room caps its share too
+            const double base = ws.native_bytes[g] + double(ws.hosted[g]) * memory->expert_bytes;
+            const double tb = memory->token_bytes, lim = memory->limit[g];
+            const std::int64_t effg = ws.assigned[g] + ws.pending[g];
+            auto fits = [&](std::int64_t k) { return base + tb * double(effg + k) <= lim; };
+            if (!fits(keep)) {  // the largest k in [0, keep) that fits, or 0: fits(lo) or lo < 0, !fits(hi)
+                std::int64_t lo = -1, hi = keep;
+                while (hi - lo > 1) {
+                    const std::int64_t mid = lo + (hi - lo) / 2;
+                    if (fits(mid))
+                        lo = mid;
+                    else
+                        hi = mid;
+                }
+                keep = lo > 0 ? lo : 0;
+            }
+        }
         std::int64_t off = 0, r = l - keep;
         if (keep > 0) {
             detail::emit(chunks, first, ee, gg, 0, keep);
@@ -259,7 +281,7 @@ LlepLayerStats llep_plan_layer(const Count* loads, const Index* placement, std::
                 eff[g] += r;
                 if (!aware) ws.heap.update(g);
                 stats.forced += 1;
-                if (aware && P > 1) stats.stranded = true;
+                if (aware) stranded.push_back(ee);
                 break;
             }
             if (c > capacity - eff[o]) stats.forced += 1;
@@ -279,16 +301,18 @@ LlepLayerStats llep_plan_layer(const Count* loads, const Index* placement, std::
 }
 
 // Plans L layers: loads (L x N, row-major), one capacity per layer, the same placement for all. The chunks of
-// layer i go to chunks[offsets[i] .. offsets[i + 1]) (4 int64 per chunk; offsets count chunks), layer by layer.
-// `threads` spread the layers (contiguous blocks per thread); the output does not depend on it.
+// layer i go to chunks[offsets[i] .. offsets[i + 1]) (4 int64 per chunk; offsets count chunks), layer by layer;
+// `stranded` receives pairs (layer, expert), in layer order, for the remainders the memory-aware variant kept
+// native for lack of memory elsewhere. `threads` spread the layers (contiguous blocks per thread); the output
+// does not depend on it.
 template <class Count, class Index>
 void llep_plan_layers(const Count* loads, const Index* placement, std::size_t L, std::size_t N, std::size_t P,
                       const std::int64_t* capacity, std::int64_t min_chunk, const LlepMemory* memory, int threads,
                       std::vector<std::int64_t>& chunks, std::vector<std::int64_t>& offsets,
-                      std::vector<std::int64_t>& forced, std::vector<std::uint8_t>& stranded) {
+                      std::vector<std::int64_t>& forced, std::vector<std::int64_t>& stranded) {
     offsets.assign(L + 1, 0);
     forced.assign(L, 0);
-    stranded.assign(L, 0);
+    stranded.clear();
     chunks.clear();
     if (threads < 1) threads = 1;
     if (threads > numtk::kMaxThreads) threads = numtk::kMaxThreads;  // as parallel_for_chunks caps it
@@ -296,24 +320,28 @@ void llep_plan_layers(const Count* loads, const Index* placement, std::size_t L,
     // Each layer has at most one chunk per expert on its native device, one last piece per expert elsewhere,
     // one filling piece per device it fills (a full device stays full) and forced pieces: N + P is typical.
     const std::size_t guess = 4 * (N + P);
-    auto plan_block = [&](std::vector<std::int64_t>& out, std::size_t lo, std::size_t hi) {
+    auto plan_block = [&](std::vector<std::int64_t>& out, std::vector<std::int64_t>& strand, std::size_t lo,
+                          std::size_t hi) {
         LlepWorkspace ws;
+        std::vector<std::int64_t> experts;
         for (std::size_t i = lo; i < hi; ++i) {
             if (out.capacity() - out.size() < guess) out.reserve(std::max(out.size() + guess, 2 * out.capacity()));
+            experts.clear();
             const LlepLayerStats s =
-                llep_plan_layer(loads + i * N, placement, N, P, capacity[i], min_chunk, memory, ws, out);
+                llep_plan_layer(loads + i * N, placement, N, P, capacity[i], min_chunk, memory, ws, out, experts);
             offsets[i + 1] = std::int64_t(out.size() / 4);  // within `out`; rebased below for threads
             forced[i] = s.forced;
-            stranded[i] = s.stranded ? 1 : 0;
+            for (const std::int64_t e : experts) strand.insert(strand.end(), {std::int64_t(i), e});
         }
     };
     if (threads == 1) {
-        plan_block(chunks, 0, L);
+        plan_block(chunks, stranded, 0, L);
         return;
     }
     std::vector<std::vector<std::int64_t>> parts(static_cast<std::size_t>(threads));
+    std::vector<std::vector<std::int64_t>> strands(static_cast<std::size_t>(threads));
     numtk::parallel_for_chunks(L, threads, [&](int t, std::size_t lo, std::size_t hi) {
-        plan_block(parts[std::size_t(t)], lo, hi);
+        plan_block(parts[std::size_t(t)], strands[std::size_t(t)], lo, hi);
     });
     std::size_t total = 0;
     for (const auto& part : parts) total += part.size();
@@ -325,6 +353,7 @@ void llep_plan_layers(const Count* loads, const Index* placement, std::size_t L,
         const std::int64_t base = std::int64_t(chunks.size() / 4);
         for (std::size_t i = lo; i < hi; ++i) offsets[i + 1] += base;
         chunks.insert(chunks.end(), parts[std::size_t(t)].begin(), parts[std::size_t(t)].end());
+        stranded.insert(stranded.end(), strands[std::size_t(t)].begin(), strands[std::size_t(t)].end());
     }
 }
 
