@@ -70,7 +70,7 @@ def _milp_gap(out) -> dict:
             ll = llep_plan(loads, 4, min_chunk=1, imbalance_threshold=None, **kw)
         gaps[label] = (int(ll.max_load), int(opt.max_load), secs)
         out(f"  {label:<31} LLEP {ll.max_load:>4} ({len(ll.weight_transfers)} transfers"
-            f"{', memory-stranded' if not ll.feasible else ''}), MILP optimum {opt.max_load:>4} "
+            f"{', ' + str(ll.forced) + ' forced' if ll.forced else ''}{', over the memory limit' if not ll.feasible else ''}), MILP optimum {opt.max_load:>4} "
             f"({len(opt.weight_transfers)} transfers, {secs * 1e3:.0f} ms), lower bound {opt.lower_bound}")
     return gaps
 

@@ -296,7 +296,8 @@ def layers_result(batch: np.ndarray, pi: np.ndarray, P: int, chunks: np.ndarray,
     """
     L, N = batch.shape
     chunks = np.asarray(chunks, dtype=np.int64).reshape(-1, 4)
-    layer = np.repeat(np.arange(L, dtype=np.int64), np.diff(offsets))
+    # one layer (the common call, per layer per step) skips the layer bookkeeping
+    layer = np.repeat(np.arange(L, dtype=np.int64), np.diff(offsets)) if L > 1 else np.zeros(len(chunks), np.int64)
     experts, devices = chunks[:, 0], chunks[:, 1]
     sizes = chunks[:, 3] - chunks[:, 2]
     cells = layer * P + devices if L > 1 else devices
@@ -307,12 +308,15 @@ def layers_result(batch: np.ndarray, pi: np.ndarray, P: int, chunks: np.ndarray,
         np.add.at(device_loads, cells, sizes)
         device_loads = device_loads.reshape(L, P)
     away = np.flatnonzero(devices != pi[experts])
-    if len(away):
-        keys = (layer[away] * N + experts[away]) * P + devices[away]
+    keys = (layer[away] * N + experts[away]) * P + devices[away]
+    if len(away) <= 64:  # few copies (the usual case): first occurrences by a dict, cheaper than a sort
+        seen: dict[int, int] = {}
+        for i, key in enumerate(keys.tolist()):
+            seen.setdefault(key, i)
+        first = away[list(seen.values())]  # in increasing order: first occurrences, in plan order
+    else:
         _, first = np.unique(keys, return_index=True)
         first = away[np.sort(first)]  # rows of the chunks that copy an expert, in plan order
-    else:
-        first = away
     t_layer, t_expert, t_dst = layer[first], experts[first], devices[first]
     peak = None
     feasible = np.ones(L, dtype=bool) if stranded is None else ~np.asarray(stranded, dtype=bool)
