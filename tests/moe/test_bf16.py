@@ -13,9 +13,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
-from numtk.moe import _moe_ext, pack_bf16, packed_matvec, unpack_bf16
+from numtk.moe import _moe_ext, pack_bf16, packed_matvec, puzzle_merge, unpack_bf16
 from numtk.moe._bf16 import _bf16_matvec, _round_bf16
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -128,6 +130,24 @@ def test_any_shape_and_non_contiguous_views():
                           return_clamped=True)
         assert empty[0].shape == shape and empty[0].dtype == np.uint16 and empty[1] == 0
         assert unpack_bf16(empty[0]).mask_i.shape == shape and unpack_bf16(empty[0], 1).shape == shape
+
+
+def test_packed_merge_decodes_to_its_reconstruction():
+    # spec B4: unpack(pack(merge), expert) as float equals the merge's reconstruction wherever the shared
+    # magnitude is representable (>= 2^-15); below, the underflow rule applies
+    rng = np.random.default_rng(11)
+    W_i, W_j = rng.normal(0, 0.02, (2, 64, 96)).astype(np.float32)
+    W_j[:4] = -W_i[:4]  # equal magnitudes, opposite signs
+    W_i[5, :8] = W_j[5, :8] = 0.0  # pruned in both: magnitude 0, clamped
+    W_i[6, :8], W_j[6, :8] = 1e-6, -2e-6  # below 2^-15
+    res = puzzle_merge(W_i, W_j)
+    packed, clamped = pack_bf16(res.magnitude, res.mask_i, res.mask_j, res.sign_i, res.sign_j, return_clamped=True)
+    fits = res.magnitude >= 2.0 ** -15
+    assert clamped == np.count_nonzero(~fits) > 0
+    for pos in (0, 1):
+        decoded = unpack_bf16(packed, pos, as_float=True)
+        assert_array_equal(decoded[fits], res.reconstruction[pos][fits])
+        assert np.abs(decoded - res.reconstruction[pos]).max() <= 2.0 ** -15
 
 
 # --------------------------------------------------------------------------------------------------
@@ -417,6 +437,22 @@ def test_matvec_does_not_depend_on_workers_and_writes_out():
     bad[[700_000, 900_000]] = -1.0
     with pytest.raises(ValueError, match=r"holds 2 entries .* index \(700000,\)"):
         pack_bf16(bad, *fl, workers=3)
+
+
+@settings(max_examples=40, deadline=None)
+@given(d_out=st.integers(0, 40), d_in=st.integers(0, 70), batch=st.integers(0, 11), workers=st.integers(1, 5),
+       pos=st.integers(0, 1), seed=st.integers(0, 2**32 - 1))
+def test_matvec_on_random_shapes(d_out, d_in, batch, workers, pos, seed):
+    rng = np.random.default_rng(seed)
+    words = random_words(rng, (d_out, d_in))
+    x = rng.normal(size=(batch, d_in)).astype(np.float32)
+    y = packed_matvec(words, x, pos, workers=workers)
+    assert y.shape == (batch, d_out)
+    check_bound(y, words, x, pos)
+    assert_array_equal(y, packed_matvec(words, x, pos))
+    assert_array_equal(y, _bf16_matvec(unpack_bf16(words, pos), x, workers=workers))
+    if batch:
+        assert_array_equal(y[-1], packed_matvec(words, x[-1], pos, workers=workers))
 
 
 def test_matvec_edge_shapes_and_dtypes():

@@ -37,6 +37,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -411,16 +412,29 @@ template <class T>
 using MatvecRows = void (*)(const std::uint16_t*, std::size_t, const T*, std::size_t, T*, std::size_t, std::size_t,
                             std::size_t);
 
-// Y = X W^T over `threads` threads (contiguous blocks of rows).
+// Y = X W^T over `threads` threads. The rows go in blocks of about 256 KiB of words, handed out in order from
+// an atomic counter, so that a thread slowed down by other work on its core does fewer blocks instead of
+// holding the others up (a row's result does not depend on the thread that computes it).
 template <class T>
 void matvec(MatvecRows<T> rows, const std::uint16_t* W, std::size_t d_out, std::size_t d_in, const T* X,
             std::size_t batch, T* Y, int threads) {
-    // a thread should get at least ~256 Ki weights
+    // a thread should get at least ~256 Ki multiply-adds
     const std::size_t per_row = std::max<std::size_t>(d_in * std::max<std::size_t>(batch, 1), 1);
     const std::size_t most = std::max<std::size_t>(1, d_out * per_row / (std::size_t(1) << 18));
     threads = int(std::min<std::size_t>(std::size_t(std::max(threads, 1)), std::min(most, std::max<std::size_t>(d_out, 1))));
-    parallel_for_chunks(d_out, threads,
-                        [&](int, std::size_t lo, std::size_t hi) { rows(W, d_in, X, batch, Y, d_out, lo, hi); });
+    if (threads == 1) {
+        rows(W, d_in, X, batch, Y, d_out, 0, d_out);
+        return;
+    }
+    const std::size_t block = std::max<std::size_t>(1, (std::size_t(1) << 17) / std::max<std::size_t>(d_in, 1));
+    std::atomic<std::size_t> next{0};
+    parallel_for_chunks(std::size_t(threads), threads, [&](int, std::size_t, std::size_t) {
+        for (;;) {
+            const std::size_t lo = next.fetch_add(block, std::memory_order_relaxed);
+            if (lo >= d_out) break;
+            rows(W, d_in, X, batch, Y, d_out, lo, std::min(d_out, lo + block));
+        }
+    });
 }
 
 }  // namespace numtk::moe::bf16
