@@ -416,8 +416,9 @@ def packed_matvec(packed: np.ndarray, x: ArrayLike, expert: int, *, out: np.ndar
     weights. The loop runs an AVX2 + FMA build where the CPU has it (products then enter the sum unrounded).
 
     The decode of a word is a handful of integer operations on 16-bit lanes, so the product stays bound by
-    memory bandwidth like a plain bf16 one: measured on one core of a Sapphire Rapids server, 14336 x 4096
-    words take within about 5 % of the same loop over plain bf16 words [1]_.
+    memory bandwidth like a plain bf16 one (the paper's GPU kernel makes the same point [1]_): at the Mixtral
+    expert shapes (14336 x 4096 and 4096 x 14336), with one vector or eight, on one core or two, it took
+    0.9 to 1.15 times as long as the same loop over plain bf16 words (``bench/compare.py --moe``).
 
     References
     ----------
