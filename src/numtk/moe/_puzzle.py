@@ -24,7 +24,7 @@ from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_bool, check_option, check_real, check_size
 
 __all__ = ["puzzle_merge", "merge_experts", "average_merge", "ties_merge", "dare_merge",
-           "reconstruction_error", "round_bf16", "decode_bf16"]
+           "reconstruction_error", "decode_bf16"]
 
 #: elements of one block of the merge (its eight temporaries take about 2 MiB)
 _BLOCK = 1 << 16
@@ -36,26 +36,8 @@ _UNDERFLOW = ("saturate", "exponent", "zero")
 
 
 # --------------------------------------------------------------------------------------------------
-# bf16 helpers (float32 <-> bf16 by round-to-nearest-even)
+# bf16 helpers (the merge rounds to bf16 inline, block by block; numtk.moe._bf16 has the compiled rounding)
 # --------------------------------------------------------------------------------------------------
-def round_bf16(x: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
-    """Round finite float32 values to the nearest bf16 value (ties to even), returned as float32.
-
-    ``(u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000`` on the bits ``u`` of each value. ``out`` may be ``x``.
-    """
-    x = np.asarray(x, dtype=np.float32)
-    if out is None:
-        out = np.empty_like(x)
-    u = x.view(np.uint32)
-    o = out.view(np.uint32)
-    t = np.right_shift(u, 16)
-    t &= np.uint32(1)
-    t += np.uint32(0x7FFF)
-    np.add(u, t, out=o)
-    o &= np.uint32(0xFFFF0000)
-    return out
-
-
 def decode_bf16(bits: np.ndarray) -> np.ndarray:
     """bf16 bit patterns (uint16) as float32 values: ``bits << 16`` read as float32."""
     return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
