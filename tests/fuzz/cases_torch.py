@@ -63,6 +63,55 @@ def _benchmark():
                                          top_k=2, num_hot=1, repeats=1, warmup=0, timeout=120.0)
 
 
+# --- numtk.torch.puzzle: PackedExperts --------------------------------------------------------------
+# Three pairs of 3 x 3 experts (six experts), so that the catalogue's (6, 3) tensors fit ``x``.
+def _packed_layer(gated=False):
+    from numtk.moe import merge_experts
+
+    rng = np.random.default_rng(0)
+    if gated:  # D = 3, H = 4
+        experts = {"w_gate": rng.normal(0, 0.3, (6, 4, 3)), "w_up": rng.normal(0, 0.3, (6, 4, 3)),
+                   "w_down": rng.normal(0, 0.3, (6, 3, 4))}
+    else:
+        experts = rng.normal(0, 0.3, (6, 3, 3))
+    return merge_experts(experts, pairs="sequential")
+
+
+def _packed_ctor():
+    from numtk.torch.puzzle import PackedExperts
+
+    res = _packed_layer()
+    return PackedExperts, (res.packed, np.array([[1, 0], [2, 5], [4, 3]])), {"backend": "auto", "workers": 1}
+
+
+def _packed_method(name, gated=False, **kw):
+    def make():
+        import torch
+
+        from numtk.torch.puzzle import PackedExperts
+
+        layer = PackedExperts(_packed_layer(gated))
+        args = (torch.linspace(-1, 1, 18).reshape(6, 3),) if name == "forward" else ()
+        return getattr(layer, name), args, kw
+    return make
+
+
+PUZZLE: list = [
+    Case("numtk.torch.puzzle.PackedExperts", _packed_ctor, {}, positional={"packed": 0, "pairs": 1}),
+    # selection by expert: `position` None is its documented default
+    Case("numtk.torch.puzzle.PackedExperts.forward", _packed_method("forward", expert=1), {},
+         positional={"x": 0}, skip={"position": ("None",)}),
+    Case("numtk.torch.puzzle.PackedExperts.forward[pair]", _packed_method("forward", pair=1, position=0),
+         {"pair": "index", "position": "option"}),
+    Case("numtk.torch.puzzle.PackedExperts.forward[gated]", _packed_method("forward", gated=True, expert=4),
+         {"x": "tensor", "expert": "index"}, positional={"x": 0}),
+    Case("numtk.torch.puzzle.PackedExperts.unpack", _packed_method("unpack", expert=1), {},
+         skip={"position": ("None",)}),
+    Case("numtk.torch.puzzle.PackedExperts.unpack[pair]", _packed_method("unpack", gated=True, pair=2, position=1),
+         {"pair": "index", "position": "option"}),
+]
+
+
 CASES = {c.name: c for c in [
     # group=None is the documented default (the default process group)
     Case("numtk.torch.llep.llep_moe_forward", _forward, {},
@@ -74,4 +123,5 @@ CASES = {c.name: c for c in [
     # world_size=1, repeats=1 and warmup=0 are the valid call itself (each call spawns a process: not twice)
     Case("numtk.torch.llep.benchmark_llep", _benchmark, {}, timeout=60.0,
          skip={"world_size": ("1",), "repeats": ("1",), "warmup": ("0",)}),
+    *PUZZLE,
 ]}

@@ -22,10 +22,10 @@ def test_the_bridge_is_an_area_whose_modules_load_on_first_access():
     proc = _fresh("import sys, numtk, numtk.torch; print('torch' in sys.modules, numtk.torch.__all__); "
                   "numtk.torch.llep; print('torch' in sys.modules, 'numtk.torch.llep' in sys.modules)")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\n")[:2] == ["False ['llep']", "True True"]
+    assert proc.stdout.split("\n")[:2] == ["False ['llep', 'puzzle']", "True True"]
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         numtk.torch.nope
-    assert dir(numtk.torch) == ["llep"]
+    assert dir(numtk.torch) == ["llep", "puzzle"]
 
 
 def test_without_torch_the_bridge_says_which_extra_to_install():

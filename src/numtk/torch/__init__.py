@@ -19,7 +19,8 @@ Modules
 .. autosummary::
    :toctree: generated/
 
-   llep  -- least-loaded expert parallelism: an MoE layer run by a plan under torch.distributed.
+   llep    -- least-loaded expert parallelism: an MoE layer run by a plan under torch.distributed.
+   puzzle  -- a PuzzleMoE layer packed in bf16 words as an nn.Module (compiled CPU forward).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import importlib
 from typing import Any
 
 # The bridge's public modules; each is imported (with torch) on first access.
-submodules = ["llep"]
+submodules = ["llep", "puzzle"]
 
 __all__ = list(submodules)
 
