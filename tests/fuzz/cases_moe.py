@@ -137,6 +137,11 @@ def _simulate():
                                                "source_loads": np.array([[6, 4], [2, 0], [1, 2]]), "overlap": True}
 
 
+def _plan_layer():
+    batch = _m().llep_plan(np.array([[10, 0, 1, 1], [3, 3, 3, 3]]), 2, min_chunk=1)
+    return _m().plan_layer, (batch,), {"layer": 1}
+
+
 def _simulate_eplb():
     m = _m()
     res = m.eplb_rebalance(np.array(_EPLB_WEIGHT, dtype=np.float64), 16, 4, 2, 8)
@@ -168,6 +173,7 @@ def _routing_loads():
 
 
 SIMULATION: list = [
+    Case("numtk.moe.plan_layer", _plan_layer, {}, positional={"plan": 0}),
     Case("numtk.moe.simulate_ep", _simulate, {}, positional={"plan": 0}),
     Case("numtk.moe.simulate_ep[eplb]", _simulate_eplb, {"plan": "option", "loads": "array1d", "layer": "index"},
          positional={"plan": 0}),

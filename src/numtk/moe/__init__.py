@@ -30,6 +30,7 @@ Simulation and execution
    simulate_ep  -- per-device latency and peak memory of a plan under a cost model.
    moe_forward  -- an MoE layer computed by a plan's chunks on simulated devices (NumPy).
    routing_loads -- the routing-slot counts of top-k routing, per expert (and per source device).
+   plan_layer   -- one layer of a plan, checked: its chunks, weight copies and expert loads.
 
 Routing loads
 -------------
@@ -68,11 +69,12 @@ from numtk.moe._eplb import eplb_rebalance, eplb_device_loads
 from numtk.moe._loads import hot_expert_loads, zipf_loads, dirichlet_loads
 from numtk.moe._simulate import simulate_ep
 from numtk.moe._executor import moe_forward, routing_loads
+from numtk.moe._plan import plan_layer
 from numtk.moe._puzzle import puzzle_merge, merge_experts, average_merge, ties_merge, dare_merge, reconstruction_error
 from numtk.moe._bf16 import pack_bf16, unpack_bf16, packed_matvec
 
 __all__: list[str] = ["llep_plan", "standard_ep_plan", "optimal_plan", "eplb_rebalance", "eplb_device_loads",
                       "hot_expert_loads", "zipf_loads", "dirichlet_loads",
-                      "simulate_ep", "moe_forward", "routing_loads",
+                      "simulate_ep", "moe_forward", "plan_layer", "routing_loads",
                       "puzzle_merge", "merge_experts", "average_merge", "ties_merge", "dare_merge",
                       "reconstruction_error", "pack_bf16", "unpack_bf16", "packed_matvec"]

@@ -17,12 +17,13 @@ from typing import Any
 import numpy as np
 
 from numtk._lib import Result
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_int, check_real
 
 __all__ = ["as_loads", "as_placement", "check_memory", "lower_bound", "max_foreign_from_bytes",
            "plan_result", "standard_chunks", "imbalance_ratio",
            "PlanResult", "layers_result", "standard_layers", "native_ratios",
-           "as_layer_loads", "PlanLayer", "plan_layer"]
+           "as_layer_loads", "check_plan_layer", "plan_layer"]
 
 #: loads and chunk offsets stay below this, so that sums over experts cannot overflow int64
 MAX_TOTAL = 2**62
@@ -381,24 +382,6 @@ def as_layer_loads(loads: Any, name: str = "loads", *, hint: str = "") -> np.nda
     return totals
 
 
-class PlanLayer:
-    """One layer of a plan, checked (:func:`plan_layer`): what the simulator, the executor and the torch layer
-    carry out.
-
-    Attributes: ``chunks`` (K, 4) int64 rows (expert, device, start, stop) with start < stop, in plan order;
-    ``placement`` (N,) int64; ``transfers`` (W, 3) int64 rows (expert, native device, destination), one per
-    (expert, destination), in plan order; ``loads`` (N,) int64, each expert's slots (the chunks' sizes);
-    ``num_devices`` P; ``num_layers`` L of the plan and the ``layer`` (in [0, L)) taken from it.
-    """
-
-    __slots__ = ("chunks", "placement", "transfers", "loads", "num_devices", "num_layers", "layer")
-
-    def __init__(self, chunks: np.ndarray, placement: np.ndarray, transfers: np.ndarray, loads: np.ndarray,
-                 num_devices: int, num_layers: int, layer: int) -> None:
-        self.chunks, self.placement, self.transfers, self.loads = chunks, placement, transfers, loads
-        self.num_devices, self.num_layers, self.layer = num_devices, num_layers, layer
-
-
 _PLAN_KINDS = "a plan Result of numtk.moe: llep_plan, standard_ep_plan or optimal_plan"
 
 
@@ -428,7 +411,7 @@ def _chunks_of_assignment(assignment: np.ndarray) -> np.ndarray:
     return np.column_stack([e, p, stop - assignment[e, p], stop]).astype(np.int64).reshape(-1, 4)
 
 
-def plan_layer(plan: Any, layer: Any = 0, *, name: str = "plan") -> PlanLayer:
+def check_plan_layer(plan: Any, layer: Any = 0, *, name: str = "plan") -> Result:
     """Layer ``layer`` of a plan (a plan Result, or a mapping with its fields), checked.
 
     Reads ``chunks`` (K, 4), or (K, 5) with a leading layer column for a plan of several layers,
@@ -568,5 +551,66 @@ def plan_layer(plan: Any, layer: Any = 0, *, name: str = "plan") -> PlanLayer:
         if missing.any():
             ee, pp = divmod(int(wanted[np.argmax(missing)]), P)
             raise ValueError(f"`{name}` computes expert {ee} on device {pp} without a weight transfer to it")
-    return PlanLayer(np.ascontiguousarray(chunks), np.ascontiguousarray(placement),
-                     np.ascontiguousarray(transfers), loads, P, L, layer)
+    return Result(chunks=np.ascontiguousarray(chunks), placement=np.ascontiguousarray(placement),
+                  transfers=np.ascontiguousarray(transfers), loads=loads, num_devices=P, num_layers=L, layer=layer)
+
+
+@constraints(plan="option", layer="index")
+def plan_layer(plan: Any, layer: int = 0) -> Result:
+    """One layer of an expert-parallel plan, checked: what an executor carries out.
+
+    Parameters
+    ----------
+    plan : Result or mapping
+        A plan of :func:`llep_plan`, :func:`standard_ep_plan` or :func:`optimal_plan`, of one layer or of
+        several (from (L, N) loads), or a mapping with the plan fields (``chunks`` or ``assignment``,
+        ``weight_transfers``, ``placement``, optionally ``device_loads``).
+    layer : int, optional
+        The layer of a plan of several layers (default 0; negative values count from the end).
+
+    Returns
+    -------
+    res : Result
+        With fields
+
+        chunks : ndarray of int64, shape (K, 4)
+            Rows (expert, device, start, stop), start < stop, in plan order: device ``device`` computes the
+            routing slots ``[start, stop)`` of expert ``expert``.
+        placement : ndarray of int64, shape (N,)
+            The native device of each expert.
+        transfers : ndarray of int64, shape (W, 3)
+            Rows (expert, native device, destination): one weight copy per (expert, destination).
+        loads : ndarray of int64, shape (N,)
+            Each expert's routing slots (the sizes of its chunks).
+        num_devices : int
+            P.
+        num_layers : int
+            L of the plan.
+        layer : int
+            The layer taken, in [0, L).
+
+    Raises
+    ------
+    ValueError
+        Missing or malformed fields; chunks of an expert or device out of range; chunks that do not tile
+        ``[0, load)`` of every expert; transfers that are not (expert, native device, another device); a chunk
+        away from its expert's native device without a transfer there; device loads or a dense assignment that
+        disagree with the chunks; ``layer`` out of range.
+    TypeError
+        ``plan`` not a mapping.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from numtk.moe import llep_plan, plan_layer
+    >>> batch = llep_plan(np.array([[10, 0, 1, 1], [3, 3, 3, 3]]), 2, min_chunk=1)
+    >>> one = plan_layer(batch, 0)
+    >>> one.chunks
+    array([[ 0,  0,  0,  6],
+           [ 0,  1,  6, 10],
+           [ 2,  1,  0,  1],
+           [ 3,  1,  0,  1]])
+    >>> one.transfers, one.loads, one.num_layers
+    (array([[0, 0, 1]]), array([10,  0,  1,  1]), 2)
+    """
+    return check_plan_layer(plan, layer, name="plan")

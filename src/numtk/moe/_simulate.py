@@ -17,7 +17,7 @@ import numpy as np
 from numtk._lib import Result
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_bool, check_int, check_real
-from numtk.moe._plan import as_layer_loads, as_loads, plan_layer
+from numtk.moe._plan import as_layer_loads, as_loads, check_plan_layer
 
 __all__ = ["simulate_ep", "COST_PRESETS", "ExecutionView", "execution_view"]
 
@@ -121,9 +121,9 @@ def _int_field(plan: Any, key: str, ndim: int | tuple[int, ...], name: str) -> n
 
 
 def _view_of_plan(plan: Any, layer: Any, name: str) -> ExecutionView:
-    """The view of one layer of a plan, from its chunks (:func:`numtk.moe._plan.plan_layer` checks them; the
+    """The view of one layer of a plan, from its chunks (:func:`numtk.moe.plan_layer` checks them; the
     dense assignment is not built)."""
-    one = plan_layer(plan, layer, name=name)
+    one = check_plan_layer(plan, layer, name=name)
     P, placement, transfers = one.num_devices, one.placement, one.transfers
     received = np.bincount(transfers[:, 2], minlength=P).astype(np.int64)  # transfers: one per (expert, dst)
     sent = np.bincount(transfers[:, 1], minlength=P).astype(np.int64)

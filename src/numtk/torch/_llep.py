@@ -21,8 +21,8 @@ import numpy as np
 from numtk._lib import Result, normalize_rng
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_bool, check_int, check_option, check_real
-from numtk.moe._executor import check_expert_shapes, expert_matrices
-from numtk.moe._plan import plan_layer
+from numtk._lib._swiglu import EXPERT_KEYS, check_expert_shapes, expert_matrices
+from numtk.moe import plan_layer
 from numtk.torch._common import check_tensor, torch
 from numtk.torch._distributed import run_distributed
 
@@ -30,7 +30,7 @@ import torch.distributed as dist  # noqa: E402 - after the ImportError that name
 
 __all__ = ["llep_moe_forward", "benchmark_llep"]
 
-_EXPERT_KEYS = ("w_gate", "w_up", "w_down")
+_EXPERT_KEYS = EXPERT_KEYS
 _DTYPES = {torch.float16: 1, torch.bfloat16: 2, torch.float32: 3, torch.float64: 4}
 # header gathered from every rank before the layer runs: agreement of the shapes and keywords
 _HEADER = ("error", "experts", "hidden", "intermediate", "top_k", "dtype", "grad", "normalize", "plan", "native")
