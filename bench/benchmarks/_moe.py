@@ -356,6 +356,35 @@ def compare_bf16(quick: bool = False) -> None:
                   f"{t.ratio('numpy', 'numtk'):>10.1f}x  {same}")
 
 
+def compare_merge(quick: bool = False) -> None:
+    """PuzzleMoE merge throughput (elements per second) of one pair and of a whole layer, and the packed
+    layer's memory against its bf16 experts, beside the average merge."""
+    from numtk.moe import average_merge, merge_experts, puzzle_merge, reconstruction_error
+
+    rng = np.random.default_rng(0)
+    print("PuzzleMoE merging (Gaussian experts, sigma 0.02):")
+    shapes = ((4096, 4096),) if quick else ((4096, 4096), (14336, 4096))
+    for d_out, d_in in shapes:
+        A, B = rng.normal(0.0, 0.02, (2, d_out, d_in)).astype(np.float32)
+        norms = rng.uniform(0.5, 2.0, (2, 1, d_in)).astype(np.float32)
+        t = interleaved({"puzzle": lambda: puzzle_merge(A, B),
+                         "puzzle+norms": lambda: puzzle_merge(A, B, activation_norms=(norms[0], norms[1])),
+                         "average": lambda: average_merge([A, B])}, 3)
+        res = t.results["puzzle"]
+        err = reconstruction_error(res.reconstruction[0], A)
+        avg = reconstruction_error(t.results["average"], A)
+        print(f"  {d_out}x{d_in} pair: {A.size / t.medians['puzzle'] / 1e6:.0f} M elements/s "
+              f"({A.size / t.medians['puzzle+norms'] / 1e6:.0f} with activation norms; average merge "
+              f"{A.size / t.medians['average'] / 1e6:.0f}), relative error {err:.4f} (average {avg:.4f})")
+    N, d_out, d_in = (8, 512, 256) if quick else (16, 1024, 512)
+    experts = rng.normal(0.0, 0.02, (N, d_out, d_in)).astype(np.float32)
+    t = interleaved({"layer": lambda: merge_experts(experts)}, 3)
+    res = t.results["layer"]
+    print(f"  merge_experts, {N} experts of {d_out}x{d_in} (pairing by MILP, merge, pack): "
+          f"{t.medians['layer'] * 1e3:.0f} ms, {experts.size / t.medians['layer'] / 1e6:.0f} M elements/s; packed "
+          f"{res.packed_bytes} bytes against {res.bf16_bytes} for the bf16 experts (ratio {res.memory_ratio})")
+
+
 def compare(quick: bool = False) -> None:
     print("== moe ==")
     compare_planner(quick)
@@ -363,4 +392,5 @@ def compare(quick: bool = False) -> None:
     compare_simulated(quick)
     compare_eplb(quick)
     compare_bf16(quick)
+    compare_merge(quick)
     compare_distributed(quick)

@@ -141,3 +141,16 @@ class PackUnpackBF16:
         from numtk.moe import unpack_bf16
 
         unpack_bf16(self.packed, 1, as_float=True, workers=workers)
+
+
+class PuzzleMerge:
+    params = [(1024, 1024), (4096, 4096)]
+    param_names = ["d_out, d_in"]
+
+    def setup(self, shape):
+        self.A, self.B = np.random.default_rng(0).normal(0.0, 0.02, (2, *shape)).astype(np.float32)
+
+    def time_puzzle_merge(self, shape):
+        from numtk.moe import puzzle_merge
+
+        puzzle_merge(self.A, self.B)
