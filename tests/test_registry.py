@@ -69,9 +69,17 @@ def test_every_built_extension_module_is_listed_and_imports():
 
 
 def test_every_demo_module_of_the_tree_is_registered():
-    registered = {demo.entry.partition(":")[0] for demo in _registry.demos().values()}
-    in_tree = {f"numtk.{p.parent.name}._demo" for p in SRC.glob("*/_demo.py")}
-    assert in_tree == registered
+    # an area's demonstration lives in _demo.py; a second one in _demo_<topic>.py. Each module holds exactly one
+    # registered demo, under its own area, and the registry names no other module.
+    entries = [demo.entry.partition(":")[0] for demo in _registry.demos().values()]
+    assert len(entries) == len(set(entries)), f"a demo module registered twice: {entries}"
+    paths = sorted(SRC.glob("*/_demo.py")) + sorted(SRC.glob("*/_demo_*.py"))
+    in_tree = [f"numtk.{p.parent.name}.{p.stem}" for p in paths]
+    assert set(in_tree) == set(entries)
+    for a in _registry.AREAS:
+        for demo in a.demos:
+            assert re.fullmatch(rf"numtk\.{a.name}\._demo(_\w+)?:\w+", demo.entry), \
+                f"{demo.name}: {demo.entry} is not a demo module of its area {a.name}"
 
 
 @pytest.mark.parametrize("name", sorted(_registry.demos()))

@@ -5,7 +5,7 @@ Each :class:`Area` lists
 - its demonstrations (:class:`Demo`): the name ``python -m numtk demo NAME`` takes and the entry point
   that runs it, ``"module:function"`` with the signature ``run(*, quick=True, out=print[, plot=None])``
   returning the rows of the tour's table (``plot``, when the demo has it, is the file its figure is saved
-  to);
+  to); one demo per module: the area's ``_demo.py``, and ``_demo_<topic>.py`` for each further one;
 - its compiled extension modules, which ``python -m numtk info`` (:func:`numtk.show_config`) loads and
   reports;
 - its sections of ``bench/compare.py`` (:class:`CompareSection`): the command-line flag, its help and the
@@ -139,7 +139,7 @@ AREAS: tuple[Area, ...] = (
     Area(
         "moe",
         compiled=("numtk.moe._moe_ext",),
-        demos=(Demo("llep", "numtk.moe._demo:run"),),
+        demos=(Demo("llep", "numtk.moe._demo:run"), Demo("puzzlemoe", "numtk.moe._demo_puzzle:run")),
         compare=(CompareSection(
             "moe", "benchmarks._moe:compare",
             help="numtk.moe: the LLEP planner against its pure-Python transcription, the MILP, EPLB, the "
