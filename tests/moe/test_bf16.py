@@ -518,3 +518,90 @@ def test_matvec_refuses_bad_arguments_naming_them():
         packed_matvec(words, x, 0, workers=map)
     with pytest.raises(ValueError, match="`bits` must be C-contiguous"):
         _bf16_matvec(np.asfortranarray(words), x)
+
+
+# --------------------------------------------------------------------------------------------------
+# threads and alignment at the compiled boundary
+
+
+def test_kernel_threads_are_capped_by_size_and_by_the_per_thread_arrays():
+    # pack sums per-thread counts from an array of kMaxThreads = 1024 entries: asking for more threads on an
+    # array large enough for them (1100 * 2**18 entries) must run 1024, not read entries no thread wrote
+    threads = _moe_ext.bf16_kernel_threads
+    assert threads(1100, 1100 * 2**18) == 1024
+    assert threads(2**31 - 1, 2**40) == 1024
+    assert threads(1024, 2**40) == 1024
+    assert threads(1023, 2**40) == 1023
+    # one thread per 2**18 entries, at least one
+    assert threads(1100, 100) == 1
+    assert threads(8, 3 * 2**18 + 5) == 3
+    assert threads(0, 2**30) == threads(-7, 2**30) == 1
+    # every elementwise kernel with far more threads than the cap: exact words and counts
+    rng = np.random.default_rng(21)
+    mag = random_bits(rng, (3 * 2**18 + 11,), 100, 150)
+    fl = [f.view(np.uint8) for f in flags(rng, mag.shape)]
+    for mode in range(3):
+        words, clamped, invalid, first = _moe_ext.bf16_pack(mag, *fl, mode, 5000)
+        expected = _moe_ext.bf16_pack(mag, *fl, mode, 1)
+        assert_array_equal(words, expected[0])
+        assert (clamped, invalid, first) == expected[1:]
+        e = mag >> 7
+        assert clamped == np.count_nonzero(e < 112) and invalid == np.count_nonzero(e > 143)
+        assert first == np.flatnonzero(e > 143)[0]
+    parts = _moe_ext.bf16_unpack(words, 5000)
+    assert_array_equal(parts[0], _moe_ext.bf16_unpack(words, 1)[0])
+    assert_array_equal(_moe_ext.bf16_unpack_expert(words, 1, 1, 5000), _moe_ext.bf16_unpack_expert(words, 1, 1, 1))
+
+
+def misaligned(dtype, shape):
+    """A C-contiguous view of ``dtype`` one byte past an aligned buffer (so not aligned for it)."""
+    dtype = np.dtype(dtype)
+    buf = np.zeros(int(np.prod(shape)) * dtype.itemsize + 1, np.uint8)
+    arr = buf[1:].view(dtype).reshape(shape)
+    assert arr.flags.c_contiguous and not arr.flags.aligned
+    return arr
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.uint16])
+def test_misaligned_inputs_are_copied_where_small_and_give_the_aligned_results(dtype):
+    rng = np.random.default_rng(22)
+    bits = random_bits(rng, (5, 37), 108, 143)
+    mag = bits if dtype == np.uint16 else ref.to_float(bits).astype(dtype)
+    odd = misaligned(dtype, mag.shape)
+    odd[...] = mag
+    fl = flags(rng, mag.shape)
+    odd_fl = []
+    for f in fl:  # int16 0 / 1 flags, misaligned too
+        g = misaligned(np.int16, f.shape)
+        g[...] = f
+        odd_fl.append(g)
+    packed = pack_bf16(mag, *fl)
+    assert_array_equal(pack_bf16(odd, *odd_fl), packed)
+    odd_words = misaligned(np.uint16, packed.shape)
+    odd_words[...] = packed
+    assert_array_equal(unpack_bf16(odd_words, 1, as_float=True), unpack_bf16(packed, 1, as_float=True))
+    assert_array_equal(unpack_bf16(odd_words).sign_j, unpack_bf16(packed).sign_j)
+    if dtype != np.uint16:
+        assert_array_equal(_round_bf16(odd), _round_bf16(mag))
+    # the mat-vec copies a misaligned x (small), but refuses a misaligned matrix or out (never copied)
+    x = rng.normal(size=(3, 37)).astype(np.float32)
+    odd_x = misaligned(np.float32, x.shape)
+    odd_x[...] = x
+    assert_array_equal(packed_matvec(packed, odd_x, 0), packed_matvec(packed, x, 0))
+    with pytest.raises(ValueError, match=r"`packed` must be aligned .*numpy.require\(packed, requirements='CA'\)"):
+        packed_matvec(odd_words, x, 0)
+    with pytest.raises(ValueError, match="`bits` must be aligned"):
+        _bf16_matvec(odd_words, x)
+    with pytest.raises(ValueError, match="`out` must be C-contiguous and writeable, and aligned"):
+        packed_matvec(packed, x, 0, out=misaligned(np.float32, (3, 5)))
+    # the compiled functions refuse them too, naming the argument
+    with pytest.raises(ValueError, match="`magnitude` must be aligned"):
+        _moe_ext.bf16_pack(odd, *[f.view(np.uint8) for f in fl], 0, 1)
+    with pytest.raises(ValueError, match="`packed` must be aligned"):
+        _moe_ext.bf16_unpack(odd_words, 1)
+    with pytest.raises(ValueError, match="`packed` must be aligned"):
+        _moe_ext.bf16_unpack_expert(odd_words, 0, 1, 1)
+    with pytest.raises(ValueError, match="`x` must be aligned"):
+        _moe_ext.bf16_matvec(packed, odd_x, np.empty((3, 5), np.float32), 1, 1, 1)
+    with pytest.raises(ValueError, match="`out` must be aligned"):
+        _moe_ext.bf16_matvec(packed, x, misaligned(np.float32, (3, 5)), 1, 1, 1)

@@ -33,8 +33,9 @@ MIN_EXPONENT, MAX_EXPONENT = 112, 143
 # arguments
 # --------------------------------------------------------------------------------------------------
 def _c(arr: np.ndarray, dtype: Any = None) -> np.ndarray:
-    """``arr`` C-contiguous (0-d arrays stay 0-d, unlike numpy.ascontiguousarray), copied only if needed."""
-    return np.asarray(arr, dtype=dtype, order="C")
+    """``arr`` C-contiguous and aligned for its dtype (0-d arrays stay 0-d), copied only if needed: the kernels
+    read typed pointers, and a view at an odd byte offset is contiguous but not aligned."""
+    return np.require(arr, dtype=dtype, requirements="CA")
 
 
 def _threads(workers: Any) -> int:
@@ -97,6 +98,10 @@ def _matrix(W: Any, name: str) -> np.ndarray:
     if not W.flags.c_contiguous:
         raise ValueError(f"`{name}` must be C-contiguous: the kernel reads its rows in place and does not copy a "
                          f"large matrix; call numpy.ascontiguousarray({name}) once and reuse the result")
+    if not W.flags.aligned:
+        raise ValueError(f"`{name}` must be aligned for uint16 (it is a view at an odd byte offset): the kernel "
+                         f"reads its rows in place and does not copy a large matrix; call "
+                         f"numpy.require({name}, requirements='CA') once and reuse the result")
     return W
 
 
@@ -107,7 +112,7 @@ def _vectors(x: Any, d_in: int) -> np.ndarray:
         raise ValueError(f"`x` must have shape (d_in,) or (batch, d_in) with d_in = {d_in} (the columns of the "
                          f"matrix); got shape {arr.shape}")
     with np.errstate(over="ignore"):
-        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        arr = np.require(arr, dtype=np.float32, requirements="CA")
     if arr.size and not np.isfinite(arr).all():
         raise ValueError("`x` must be finite (as float32)")
     return arr
@@ -122,8 +127,9 @@ def _out(out: Any, shape: tuple[int, ...], W: np.ndarray, x: np.ndarray) -> np.n
         raise TypeError(f"`out` must have dtype float32; got {out.dtype}")
     if out.shape != shape:
         raise ValueError(f"`out` must have shape {shape}; got {out.shape}")
-    if not out.flags.c_contiguous or not out.flags.writeable:
-        raise ValueError("`out` must be C-contiguous and writeable")
+    if not out.flags.c_contiguous or not out.flags.writeable or not out.flags.aligned:
+        raise ValueError("`out` must be C-contiguous and writeable, and aligned for float32 (the product is "
+                         "written into it in place); pass a fresh numpy.empty array or None")
     if np.may_share_memory(out, W) or np.may_share_memory(out, x):
         raise ValueError("`out` must not share memory with the matrix or `x`")
     return out

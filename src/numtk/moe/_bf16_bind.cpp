@@ -47,6 +47,15 @@ bool is_c_array(const py::array& a) {
     return py::isinstance<py::array_t<T>>(a) && (a.flags() & py::array::c_style);
 }
 
+// Every array a kernel reads or writes must be aligned for its dtype (a view at an odd byte offset is not):
+// the kernels dereference typed pointers. The Python layer copies small inputs and refuses the rest; this is
+// the last line.
+void need_aligned(const py::array& a, const char* name) {
+    if (!(a.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_))
+        throw std::invalid_argument(std::string("`") + name + "` must be aligned for its dtype (a view at an odd byte "
+                                    "offset is not); pass numpy.require(" + name + ", requirements='CA')");
+}
+
 // ---------------------------------------------------------------------------------------------------
 // pack, unpack
 
@@ -55,6 +64,7 @@ py::tuple pack_impl(const py::array& magnitude, const u8array& mi, const u8array
                     const u8array& sj, int mode, int threads) {
     for (const auto* m : {&mi, &mj, &si, &sj})
         need(same_shape(*m, magnitude), "`mask_i`, `mask_j`, `sign_i` and `sign_j` must have the shape of `magnitude`");
+    need_aligned(magnitude, "magnitude");
     const std::size_t n = size_of(magnitude);
     u16array out(shape_of(magnitude));
     const Mag* pm = static_cast<const Mag*>(magnitude.data());
@@ -82,6 +92,7 @@ py::tuple pack(const py::array& magnitude, const u8array& mi, const u8array& mj,
 
 template <class F>
 u16array round_impl(const py::array& x, int threads) {
+    need_aligned(x, "x");
     u16array out(shape_of(x));
     const F* px = static_cast<const F*>(x.data());
     std::uint16_t* po = out.mutable_data();
@@ -106,6 +117,7 @@ std::uint8_t* bytes_of(py::array& a) { return static_cast<std::uint8_t*>(a.mutab
 
 py::tuple unpack(const u16array& packed, int threads) {
     threads = numtk::bindings::check_threads(threads);
+    need_aligned(packed, "packed");
     u16array magnitude(shape_of(packed));
     py::array mi = bool_like(packed), mj = bool_like(packed), si = bool_like(packed), sj = bool_like(packed);
     std::uint16_t* pm = magnitude.mutable_data();
@@ -140,6 +152,7 @@ py::array unpack_expert(const u16array& packed, int expert, int as, int threads)
     need(expert >= -1 && expert <= 1, "`expert` must be 0 or 1");
     need(as >= 0 && as <= 2, "`as` must be 0 (bits), 1 (float32) or 2 (float64)");
     threads = numtk::bindings::check_threads(threads);
+    need_aligned(packed, "packed");
     if (as == 1) return unpack_one<float>(packed, expert, threads);
     if (as == 2) return unpack_one<double>(packed, expert, threads);
     return unpack_one<std::uint16_t>(packed, expert, threads);
@@ -215,6 +228,9 @@ void matvec_impl(const u16array& W, const py::array& x, py::array& out, int kind
     need(out.ndim() == 2 && std::size_t(out.shape(0)) == batch && std::size_t(out.shape(1)) == d_out,
          "`out` must have shape (batch, d_out)");
     need(!overlaps(out, x) && !overlaps(out, W), "`out` must not share memory with `packed` or `x`");
+    need_aligned(W, "packed");
+    need_aligned(x, "x");
+    need_aligned(out, "out");
     const auto rows = rows_for<T>(kind, isa);
     const std::uint16_t* pw = W.data();
     const T* px = static_cast<const T*>(x.data());
@@ -267,5 +283,7 @@ void bind_bf16(py::module_& m) {
           "(as=0), float32 (1) or float64 (2).");
     m.def("bf16_matvec", &matvec, py::arg("W").noconvert(), py::arg("x"), py::arg("out"), py::arg("kind"),
           py::arg("threads") = 1, py::arg("isa") = 1, kMatvecDoc);
+    m.def("bf16_kernel_threads", &bf::kernel_threads, py::arg("threads"), py::arg("n"),
+          "The threads the elementwise kernels (pack, round, unpack) run for `threads` asked and n entries.");
     m.def("bf16_cpu_has_avx2_fma", &cpu_has_avx2_fma, "Whether bf16_matvec(isa=1) runs the AVX2 + FMA variant here.");
 }

@@ -143,6 +143,17 @@ struct PackedWord {  // expert Pos of a packed word
 // ---------------------------------------------------------------------------------------------------
 // pack
 
+// The threads an elementwise kernel of n entries runs: at least 1, at most one per kPerThread entries (below
+// that, threads cost more than they save) and at most kMaxThreads (the size of the per-thread arrays, and
+// parallel_for_chunks's own cap: the two must agree, or a caller asking for more threads than kMaxThreads on
+// a large array would read per-thread results that no thread wrote).
+inline constexpr std::size_t kPerThread = std::size_t(1) << 18;
+inline int kernel_threads(int threads, std::size_t n) noexcept {
+    const std::size_t by_size = std::max<std::size_t>(1, n / kPerThread);
+    const std::size_t asked = std::size_t(std::min(std::max(threads, 1), kMaxThreads));
+    return int(std::min(asked, by_size));
+}
+
 struct PackCounts {
     std::size_t clamped = 0;  // entries whose exponent was below 112 (zeros included)
     std::size_t invalid = 0;  // negative (sign bit set), NaN, infinite, or exponent above 143
@@ -225,8 +236,7 @@ PackCounts pack(const Mag* mag, const std::uint8_t* mask_i, const std::uint8_t* 
                 const std::uint8_t* sign_j, std::uint16_t* out, std::size_t n, Underflow mode, int threads) {
     static_assert(std::is_same_v<Mag, float> || std::is_same_v<Mag, double> || std::is_same_v<Mag, std::uint16_t>,
                   "magnitudes are float, double or bf16 bits");
-    constexpr std::size_t kPerThread = 1 << 18;  // below this, threads cost more than they save
-    threads = int(std::min<std::size_t>(std::size_t(std::max(threads, 1)), std::max<std::size_t>(1, n / kPerThread)));
+    threads = kernel_threads(threads, n);
     PackCounts parts[kMaxThreads];
     parallel_for_chunks(n, threads, [&](int t, std::size_t lo, std::size_t hi) {
         switch (mode) {
@@ -260,8 +270,7 @@ std::size_t first_invalid(const Mag* mag, std::size_t n) noexcept {
 template <class F>
 void round_bf16(const F* x, std::uint16_t* out, std::size_t n, int threads) {
     static_assert(std::is_same_v<F, float> || std::is_same_v<F, double>, "float or double input");
-    constexpr std::size_t kPerThread = 1 << 18;
-    threads = int(std::min<std::size_t>(std::size_t(std::max(threads, 1)), std::max<std::size_t>(1, n / kPerThread)));
+    threads = kernel_threads(threads, n);
     parallel_for_chunks(n, threads, [&](int, std::size_t lo, std::size_t hi) {
         for (std::size_t i = lo; i < hi; ++i) out[i] = round_bf16(x[i]);
     });
@@ -271,27 +280,37 @@ void round_bf16(const F* x, std::uint16_t* out, std::size_t n, int threads) {
 // unpack
 
 // Components of n packed words: magnitude bf16 bits, masks and signs as 0/1 bytes.
+namespace detail {
+// One range of unpack. A function of its own with __restrict pointers: captured by reference in the thread
+// lambda, the pointers would be reloaded after every byte store (a uint8_t store may alias anything) and the
+// loop would stay scalar (about 3x slower).
+inline void unpack_range(const std::uint16_t* __restrict w, std::uint16_t* __restrict magnitude,
+                         std::uint8_t* __restrict mask_i, std::uint8_t* __restrict mask_j,
+                         std::uint8_t* __restrict sign_i, std::uint8_t* __restrict sign_j, std::size_t lo,
+                         std::size_t hi) noexcept {
+    for (std::size_t i = lo; i < hi; ++i) {
+        const std::uint32_t v = w[i];
+        magnitude[i] = std::uint16_t(magnitude_bits(v));
+        sign_i[i] = std::uint8_t(v >> 15);
+        sign_j[i] = std::uint8_t((v >> 14) & 1u);
+        mask_i[i] = std::uint8_t((v >> 13) & 1u);
+        mask_j[i] = std::uint8_t((v >> 12) & 1u);
+    }
+}
+}  // namespace detail
+
 inline void unpack(const std::uint16_t* w, std::uint16_t* magnitude, std::uint8_t* mask_i, std::uint8_t* mask_j,
                    std::uint8_t* sign_i, std::uint8_t* sign_j, std::size_t n, int threads) {
-    constexpr std::size_t kPerThread = 1 << 18;
-    threads = int(std::min<std::size_t>(std::size_t(std::max(threads, 1)), std::max<std::size_t>(1, n / kPerThread)));
-    parallel_for_chunks(n, threads, [&](int, std::size_t lo, std::size_t hi) {
-        for (std::size_t i = lo; i < hi; ++i) {
-            const std::uint32_t v = w[i];
-            magnitude[i] = std::uint16_t(magnitude_bits(v));
-            sign_i[i] = std::uint8_t(v >> 15);
-            sign_j[i] = std::uint8_t((v >> 14) & 1u);
-            mask_i[i] = std::uint8_t((v >> 13) & 1u);
-            mask_j[i] = std::uint8_t((v >> 12) & 1u);
-        }
+    threads = kernel_threads(threads, n);
+    parallel_for_chunks(n, threads, [=](int, std::size_t lo, std::size_t hi) {
+        detail::unpack_range(w, magnitude, mask_i, mask_j, sign_i, sign_j, lo, hi);
     });
 }
 
 // Magnitude only (as bf16 bits, or as T = float / double values).
 template <class Out>
 void unpack_magnitude(const std::uint16_t* w, Out* out, std::size_t n, int threads) {
-    constexpr std::size_t kPerThread = 1 << 18;
-    threads = int(std::min<std::size_t>(std::size_t(std::max(threads, 1)), std::max<std::size_t>(1, n / kPerThread)));
+    threads = kernel_threads(threads, n);
     parallel_for_chunks(n, threads, [&](int, std::size_t lo, std::size_t hi) {
         for (std::size_t i = lo; i < hi; ++i) {
             const std::uint32_t b = magnitude_bits(w[i]);
@@ -306,8 +325,7 @@ void unpack_magnitude(const std::uint16_t* w, Out* out, std::size_t n, int threa
 // Expert `expert` (0 or 1) of n packed words: bf16 bits (Out = uint16_t) or values (Out = float / double).
 template <class Out>
 void unpack_expert(const std::uint16_t* w, Out* out, std::size_t n, int expert, int threads) {
-    constexpr std::size_t kPerThread = 1 << 18;
-    threads = int(std::min<std::size_t>(std::size_t(std::max(threads, 1)), std::max<std::size_t>(1, n / kPerThread)));
+    threads = kernel_threads(threads, n);
     auto run = [&](auto pos) {
         constexpr int P = decltype(pos)::value;
         parallel_for_chunks(n, threads, [&](int, std::size_t lo, std::size_t hi) {
