@@ -23,13 +23,17 @@ ROOT = Path(__file__).resolve().parents[2]
 PLANNER_SIZES = ((128, 8), (10_000, 1_000))
 
 
-def _reference():
-    """The tests' pure-Python transcription of the least-loaded assignment (tests/moe/_llep_reference.py)."""
-    path = ROOT / "tests" / "moe" / "_llep_reference.py"
-    spec = importlib.util.spec_from_file_location("_llep_reference", path)
+def _test_module(name: str):
+    """A reference module of the tests, ``tests/moe/<name>.py``, loaded from its file (tests/ is no package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "moe" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _reference():
+    """The tests' pure-Python transcription of the least-loaded assignment (tests/moe/_llep_reference.py)."""
+    return _test_module("_llep_reference")
 
 
 def zipf_layer(N: int, P: int, *, rng: int = 0):
@@ -226,11 +230,7 @@ BF16_SHAPES = ((14336, 4096), (4096, 14336))
 
 def _bf16_reference():
     """The tests' NumPy transcription of the bf16 packing formulas (tests/moe/_bf16_reference.py)."""
-    path = ROOT / "tests" / "moe" / "_bf16_reference.py"
-    spec = importlib.util.spec_from_file_location("_bf16_reference", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _test_module("_bf16_reference")
 
 
 def bf16_layer(d_out: int, d_in: int, *, rng: int = 0):

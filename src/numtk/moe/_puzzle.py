@@ -21,7 +21,8 @@ from numpy.typing import ArrayLike
 
 from numtk._lib import Result, n_threads, normalize_rng
 from numtk._lib._constraints import constraints
-from numtk._lib._validation import as_array, check_bool, check_option, check_real, check_size
+from numtk._lib._swiglu import EXPERT_KEYS, expert_matrices
+from numtk._lib._validation import as_array, check_option, check_real, check_size
 
 __all__ = ["puzzle_merge", "merge_experts", "average_merge", "ties_merge", "dare_merge",
            "reconstruction_error", "decode_bf16"]
@@ -30,7 +31,7 @@ __all__ = ["puzzle_merge", "merge_experts", "average_merge", "ties_merge", "dare
 _BLOCK = 1 << 16
 #: inputs are refused from this magnitude on: below it, a + b and the bf16 rounding of (a + b) / 2 stay finite
 _MAX_ABS = 2.0**127
-_GATED_KEYS = ("w_gate", "w_up", "w_down")
+_GATED_KEYS = EXPERT_KEYS
 _PAIRINGS = ("auto", "greedy", "sequential")
 _UNDERFLOW = ("saturate", "exponent", "zero")
 
@@ -745,12 +746,7 @@ def _layer(experts: Any) -> tuple[dict[str, np.ndarray], bool]:
         return out
 
     if isinstance(experts, Mapping):
-        unknown = [k for k in experts if k not in _GATED_KEYS]
-        missing = [k for k in _GATED_KEYS if k not in experts]
-        if unknown or missing:
-            raise ValueError(f"`experts` as a dict needs exactly the keys {list(_GATED_KEYS)}; unknown {unknown}, "
-                             f"missing {missing}")
-        return gated([experts[k] for k in _GATED_KEYS], "experts"), True
+        return gated(expert_matrices(experts), "experts"), True
     if isinstance(experts, (list, tuple)):
         if not experts:
             raise ValueError("`experts` must hold at least two experts")
