@@ -13,6 +13,7 @@ imports no optional dependency.
 ``numtk.sampling``         the HJB/BSDE score-based sampler, target densities, metrics
 ``numtk.datasets``         small shipped datasets with their licences
 ``numtk.moe``              expert-parallel load balancing (LLEP), its baselines, optimum, simulator
+``numtk.mixture``          data-mixture laws (CAMEL), the optimal mixture, loss-to-benchmark laws
 ``numtk.torch``            the PyTorch bridge: the deep methods' modules (needs ``numtk[torch]``)
 =========================  ==========================================================
 """
@@ -23,7 +24,7 @@ import importlib
 from typing import Any
 
 # Areas that exist (later areas add themselves here as they land).
-submodules = ["stats", "seriation", "counterfactual", "games", "ftt", "sampling", "datasets", "moe", "torch"]
+submodules = ["stats", "seriation", "counterfactual", "games", "ftt", "sampling", "datasets", "moe", "mixture", "torch"]
 
 __all__ = submodules + ["__version__", "show_config"]
 

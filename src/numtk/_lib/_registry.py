@@ -145,6 +145,14 @@ AREAS: tuple[Area, ...] = (
             help="numtk.moe: the LLEP planner against its pure-Python transcription, the MILP, EPLB, the "
                  "simulated benchmark configuration, LLEP under torch.distributed"),),
     ),
+    Area(
+        "mixture",
+        demos=(Demo("camel", "numtk.mixture._demo:run"),),
+        compare=(CompareSection(
+            "mixture", "benchmarks._mixture:compare",
+            help="numtk.mixture: law fits, predictions, the optimal mixture and the budget allocation against "
+                 "plain SciPy fits and the spec's time targets"),),
+    ),
     Area("torch"),  # the PyTorch bridge: Python only, its modules import torch on first access
 )
 
