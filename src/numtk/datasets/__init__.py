@@ -33,10 +33,21 @@ Sampling benchmarks
    :toctree: generated/
 
    load_gmm40 -- the 40 means of the GMM-40 target of the diffusion-sampler benchmarks.
+
+Training runs for mixture and benchmark laws
+--------------------------------------------
+
+.. autosummary::
+   :toctree: generated/
+
+   load_regmix       -- RegMix's proxy runs: 17-domain Pile mixtures, 13 losses, at 1M, 60M, 1B (MIT).
+   load_olmo_ladder  -- OLMo ladder final checkpoints: losses, task bits-per-byte, accuracy (Apache-2.0).
 """
 
 from numtk.datasets._single_cell import load_krumsiek11, load_toggleswitch
 from numtk.datasets._benchmarks import load_gmm40
+from numtk.datasets._mixture_runs import load_olmo_ladder, load_regmix
 from numtk.datasets._tabular import load_adult, load_compas
 
-__all__ = ["load_krumsiek11", "load_toggleswitch", "load_adult", "load_compas", "load_gmm40"]
+__all__ = ["load_krumsiek11", "load_toggleswitch", "load_adult", "load_compas", "load_gmm40",
+           "load_regmix", "load_olmo_ladder"]
