@@ -120,6 +120,28 @@ OPTIMUM_BENCHMARK: list = [
 ALLOCATION: list = []
 
 # --- planted worlds ---------------------------------------------------------------------------------
-PLANTED: list = []
+def _planted():
+    return _m().planted_law, (3, 2), {"reference_size": 1e8, "drift": 0.5, "rng": 0}
+
+
+def _simulate():
+    law = _m().planted_law(3, 2, rng=0)
+    return _m().simulate_runs, (law, np.array([1e7, 3e7, 1e8]), np.array([[0.2, 0.3, 0.5], [1.0, 0.0, 0.0]])), \
+        {"noise": 1e-3, "rng": 0}
+
+
+def _simulate_dirichlet():
+    # an int m: m Dirichlet(1) mixtures drawn from rng
+    law = _m().planted_law(3, 2, rng=0)
+    return _m().simulate_runs, (law, 5e7, 4), {"noise": 0.0, "rng": 1}
+
+
+PLANTED: list = [
+    Case("numtk.mixture.planted_law", _planted, {}, positional={"n_domains": 0, "n_outputs": 1}),
+    Case("numtk.mixture.simulate_runs", _simulate, {},
+         positional={"law": 0, "model_sizes": 1, "mixtures": 2}),
+    Case("numtk.mixture.simulate_runs[dirichlet]", _simulate_dirichlet, {"mixtures": "count"},
+         positional={"law": 0, "model_sizes": 1, "mixtures": 2}),
+]
 
 CASES = {c.name: c for c in LAW + KKT_CHINCHILLA + OPTIMUM_BENCHMARK + ALLOCATION + PLANTED}
