@@ -758,8 +758,963 @@ class MixtureLaw(Estimator):
         value, G = self._values(np.array([N]), D, r, grad_r=True)
         return value[0], G[0]
 
-    def _dml_unseen(self, size: float):  # replaced below once the fitting machinery lands
-        raise NotImplementedError("'data_mixing' at an unseen size is being written")
+
+    # --------------------------------------------------------------------------------------------------------
+    # fitting
+    # --------------------------------------------------------------------------------------------------------
+    def _check_hyper(self) -> dict:
+        form = check_option(self.form, "form", _FORMS)
+        data_term = check_bool(self.data_term, "data_term")
+        if data_term and form not in _DATA_TERM_FORMS:
+            raise ValueError(f"`data_term` applies to forms {', '.join(map(repr, _DATA_TERM_FORMS))}; "
+                             f"got form {form!r}")
+        loss = check_option(self.loss, "loss", _LOSSES)
+        delta = check_real(self.delta, "delta", low=0, low_open=True)
+        space = check_option(self.space, "space", _SPACES)
+        n_starts = check_int(self.n_starts, "n_starts", minimum=1, maximum=100_000)
+        check_bool(self.progress, "progress")
+        N0 = None if self.reference_size is None else check_real(self.reference_size, "reference_size", low=0,
+                                                                 low_open=True)
+        D0 = None if self.reference_tokens is None else check_real(self.reference_tokens, "reference_tokens",
+                                                                   low=0, low_open=True)
+        if self.fixed is not None and not isinstance(self.fixed, dict):
+            raise TypeError(f"`fixed` must be a dict of parameter values or None; got {type(self.fixed).__name__}")
+        if self.fixed is not None:
+            bad = [k for k in self.fixed if not isinstance(k, str)]
+            if bad:
+                raise TypeError(f"`fixed` keys must be parameter names (str); got {bad[0]!r}")
+        normalize_rng(self.rng)  # type check only (a Generator passes through unchanged)
+        return dict(form=form, data_term=data_term, delta=None if loss == "l2" else delta, space=space,
+                    n_starts=n_starts, N0=N0, D0=D0, huber_delta=delta, loss=loss)
+
+    def _check_data(self, X: Any, y: Any, sample_weight: Any, hp: dict):
+        form = hp["form"]
+        uses_tokens = form == "capacity_kkt" or hp["data_term"]
+        X = as_points(X, "X")
+        first = 2 if uses_tokens else 1
+        if X.shape[1] < first + 1:
+            what = "size, tokens, then at least one mixture weight" if uses_tokens else \
+                "size, then at least one mixture weight"
+            raise ValueError(f"`X` must have at least {first + 1} columns ({what}); got {X.shape[1]}")
+        N = X[:, 0].copy()
+        if N.min() <= 0:
+            raise ValueError(f"`X` column 0 (model sizes) must be > 0; got a minimum of {N.min():.3g}")
+        D = None
+        if uses_tokens:
+            D = X[:, 1].copy()
+            if D.min() <= 0:
+                raise ValueError(f"`X` column 1 (tokens) must be > 0; got a minimum of {D.min():.3g}")
+        R = _check_mixtures(X[:, first:], "X")
+        Y = as_array(y, "y")
+        if Y.ndim not in (1, 2):
+            raise ValueError(f"`y` must be 1-D (one validation set) or 2-D (runs x validation sets); got shape "
+                             f"{Y.shape}")
+        single = Y.ndim == 1
+        with np.errstate(over="ignore"):
+            Y = np.array(Y, dtype=np.float64).reshape(len(Y), -1)
+        if Y.shape[0] != X.shape[0]:
+            raise ValueError(f"`X` and `y` must have the same number of runs; `X` has {X.shape[0]}, `y` has "
+                             f"{Y.shape[0]}")
+        if Y.shape[1] == 0:
+            raise ValueError("`y` must have at least one validation set (column)")
+        if not np.isfinite(Y).all():
+            raise ValueError("`y` must be finite")
+        if Y.min() <= 0:
+            raise ValueError(f"`y` losses must be > 0; got a minimum of {Y.min():.3g}")
+        if sample_weight is None:
+            s = np.ones(len(Y))
+        else:
+            s = as_array(sample_weight, "sample_weight", ndim=1)
+            with np.errstate(over="ignore"):
+                s = s.astype(np.float64)
+            if s.shape[0] != len(Y):
+                raise ValueError(f"`sample_weight` must have one weight per run ({len(Y)}); got {s.shape[0]}")
+            if not np.isfinite(s).all():
+                raise ValueError("`sample_weight` must be finite")
+            if s.min() < 0:
+                raise ValueError("`sample_weight` must be >= 0")
+            if not s.sum() > 0:
+                raise ValueError("`sample_weight` must have a positive entry")
+        M, V = R.shape[1], Y.shape[1]
+        if form == "capacity_kkt" and V != M:
+            raise ValueError(f"`y` must have one validation set per training domain for form 'capacity_kkt' "
+                             f"(V = M = {M}); got {V} columns")
+        keep = s > 0
+        sizes = np.unique(N[keep])
+        fixed = self._check_fixed(hp, V, M, sizes.size, Y, keep)
+        if form in ("camel", "separable", "additive") and sizes.size < 3 and not \
+                ("E" in fixed and sizes.size == 2):
+            raise ValueError(f"`X` must hold at least 3 distinct model sizes for form {form!r} (2 suffice with "
+                             f"`fixed` = {{'E': ...}}); got {sizes.size}")
+        if hp["data_term"] and np.unique(D[keep]).size < 2:
+            raise ValueError("`X` must hold at least 2 distinct token counts (column 1) with `data_term` = True")
+        return N, D, R, Y, s, single, fixed
+
+    def _check_fixed(self, hp, V, M, S, Y, keep) -> dict:
+        form = hp["form"]
+        if not self.fixed:
+            return {}
+        if form == "capacity_kkt":
+            allowed = {k: (M,) for k in _KKT_KEYS} | {"H": ()}
+        elif form == "data_mixing":
+            allowed = {"E": (V,)}
+        else:
+            allowed = _param_shapes(form, V, M, hp["data_term"])
+        out = {}
+        for key, value in self.fixed.items():
+            if key not in allowed:
+                raise ValueError(f"`fixed` has unknown parameter {key!r} for form {form!r}; known: "
+                                 f"{sorted(allowed)}")
+            if isinstance(value, (str, bytes, bool, np.bool_)) or value is None:
+                raise TypeError(f"`fixed['{key}']` must be a number or an array; got {type(value).__name__}")
+            arr = as_array(value, f"fixed['{key}']").astype(np.float64)
+            try:
+                arr = np.array(np.broadcast_to(arr, allowed[key]))
+            except ValueError:
+                raise ValueError(f"`fixed['{key}']` must broadcast to shape {allowed[key]}; got shape "
+                                 f"{arr.shape}") from None
+            if not np.isfinite(arr).all():
+                raise ValueError(f"`fixed['{key}']` must be finite")
+            if key in _positive_keys(form) and (arr <= 0).any():
+                raise ValueError(f"`fixed['{key}']` must be > 0")
+            if key == "E" and form != "capacity_kkt":
+                low = Y[keep].min(axis=0)
+                if (arr < 0).any() or (arr >= low).any():
+                    raise ValueError("`fixed['E']` must lie in [0, min loss) for every validation set")
+            out[key] = arr
+        return out
 
     def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> "MixtureLaw":
-        raise NotImplementedError("MixtureLaw.fit is being written")
+        """Fit the law to training runs.
+
+        Parameters
+        ----------
+        X : array_like of shape (R, n_features)
+            One row per run: size, (tokens,) mixture weights (see :func:`mixture_features`).
+        y : array_like of shape (R,) or (R, V)
+            Validation losses > 0.
+        sample_weight : array_like of shape (R,), optional
+            Non-negative run weights multiplying each run's residual loss.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            Invalid hyperparameters or data (the message names them): mixtures off the simplex, non-positive
+            sizes or losses, fewer than 3 distinct sizes for a law with a size exponent and free E, V != M for
+            ``'capacity_kkt'``.
+        """
+        hp = self._check_hyper()
+        N, D, R, Y, s, single, fixed = self._check_data(X, y, sample_weight, hp)
+        with _one_blas_thread():
+            self._fit_arrays(hp, N, D, R, Y, s, single, fixed, rng=self.rng, workers=self.workers,
+                             progress=self.progress)
+        self._train = (N, D, R, Y, s, single)
+        return self
+
+    def _fit_arrays(self, hp, N, D, R, Y, s, single, fixed, *, rng, workers, progress, init=None) -> None:
+        form = hp["form"]
+        M, V = R.shape[1], Y.shape[1]
+        keep = s > 0
+        p_set = {"camel": 2 * M + 1, "separable": M + 2, "additive": M + 3, "data_mixing": M + 1,
+                 "capacity_kkt": 5}[form] + (2 if hp["data_term"] else 0)
+        if init is None and keep.sum() < p_set + 2:
+            warnings.warn(f"only {int(keep.sum())} runs for {p_set} parameters per validation set: the fit is "
+                          "poorly determined", NumtkWarning, stacklevel=3)
+        gen = normalize_rng(rng)
+        if form == "capacity_kkt":
+            self._fit_kkt(hp, N, D, R, Y, s, fixed, gen, workers, progress, init)
+            self._finish(N, D, R, Y, s, single, V, M, hp)
+            return
+        distinct = np.unique(N[keep])
+        N0 = hp["N0"] if hp["N0"] is not None else float(np.exp(np.mean(np.log(distinct))))
+        D0 = None
+        if hp["data_term"]:
+            D0 = hp["D0"] if hp["D0"] is not None else float(np.exp(np.mean(np.log(np.unique(D[keep])))))
+        self.reference_size_ = N0 if form != "data_mixing" else None
+        self.reference_tokens_ = D0
+        with as_map(workers) as mapper:
+            if form == "data_mixing":
+                P, starts, total, success, n_iter = _fit_dml(N, R, Y, s, fixed, hp, gen, mapper, progress, init)
+            else:
+                P, starts, total, success, n_iter = _fit_exp(form, N, D, R, Y, s, fixed, hp, N0, D0, gen, mapper,
+                                                             progress, init)[:5]
+        self._set_fitted(P, V=V, M=M, N0=self.reference_size_, D0=D0, uses_tokens=hp["data_term"],
+                         single=single)
+        self.loss_ = float(total)
+        self.success_ = bool(success)
+        self.starts_ = starts
+        self.n_iter_ = int(n_iter)
+        if form == "data_mixing":
+            self._dml_setup_anchors(N, R, Y, s)
+            self._dml_seed = int(gen.integers(2**63 - 1))
+            self._dml_hp = hp
+        self._finish(N, D, R, Y, s, single, V, M, hp)
+
+    def _finish(self, N, D, R, Y, s, single, V, M, hp) -> None:
+        pred = self._values(N, D, R)
+        keep = s > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            res = (np.log(pred) - np.log(Y))[keep].ravel()
+        res = res[np.isfinite(res)]
+        self.residual_std_ = float(1.4826 * np.median(np.abs(res - np.median(res)))) if res.size else float("nan")
+
+    def _fit_kkt(self, hp, N, D, R, Y, s, fixed, gen, workers, progress, init) -> None:
+        from numtk.mixture._capacity_kkt import kkt_fit
+
+        M = R.shape[1]
+        rngs = spawn_rngs(gen, hp["n_starts"])
+        with as_map(workers) as mapper:
+            P, objective, starts, success, n_iter = kkt_fit(
+                N, D, R, Y, loss=hp["loss"], delta=hp["huber_delta"], space=hp["space"], n_starts=hp["n_starts"],
+                fixed=fixed or None, sample_weight=s, rngs=rngs, map_fn=mapper, progress=progress)
+        self.reference_size_ = None
+        self.reference_tokens_ = None
+        self._set_fitted(P, V=M, M=M, N0=None, D0=None, uses_tokens=True, single=False)
+        self.loss_ = float(objective)
+        self.success_ = bool(success)
+        self.starts_ = list(starts)
+        self.n_iter_ = int(n_iter)
+
+    # --------------------------------------------------------------------------------------------------------
+    # 'data_mixing' at unseen sizes
+    # --------------------------------------------------------------------------------------------------------
+    def _dml_setup_anchors(self, N, R, Y, s) -> None:
+        """Mixtures run at several training sizes and their (weighted mean) losses there."""
+        keep = s > 0
+        sizes = self.params_["sizes"]
+        keys, inverse = np.unique(np.round(R[keep], 12), axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        size_idx = np.searchsorted(sizes, N[keep])
+        m, S, V = keys.shape[0], sizes.size, Y.shape[1]
+        total = np.zeros((S, m, V))
+        weight = np.zeros((S, m))
+        np.add.at(total, (size_idx, inverse), s[keep, None] * Y[keep])
+        np.add.at(weight, (size_idx, inverse), s[keep])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            losses = total / weight[:, :, None]
+        losses[weight == 0] = np.nan
+        self._dml_anchors = keys / keys.sum(axis=1, keepdims=True)
+        self._dml_anchor_losses = losses
+
+    def _dml_anchor_data(self):
+        anchors = getattr(self, "_dml_anchors", None)
+        losses = getattr(self, "_dml_anchor_losses", None)
+        M = self.n_domains_
+        if anchors is None:
+            pairs = [(a, b) for a in range(M) for b in range(a + 1, M)]
+            anchors = np.vstack([np.eye(M), np.full((1, M), 1.0 / M)]
+                                + [np.eye(M)[[a]] * 0.5 + np.eye(M)[[b]] * 0.5 for a, b in pairs])
+        if losses is None:
+            P = self.params_
+            losses = np.stack([_eval_dml_size(P["E"][k], P["theta"][k], anchors) for k in range(len(P["sizes"]))])
+        return anchors, losses
+
+    def _dml_unseen(self, size: float):
+        cache = self._dml_cache
+        if size in cache:
+            return cache[size]
+        sizes = self.params_["sizes"]
+        if sizes.size < 3:
+            raise ValueError(f"`X` holds the size {size:.6g}, not a training size: 'data_mixing' extrapolates to "
+                             f"other sizes only from at least 3 training sizes; this law has {sizes.size}")
+        with _one_blas_thread():
+            return self._dml_unseen_fit(size)
+
+    def _dml_unseen_fit(self, size: float):
+        cache = self._dml_cache
+        sizes = self.params_["sizes"]
+        if "size_law" not in cache:
+            anchors, losses = self._dml_anchor_data()
+            shared = np.isfinite(losses[:, :, 0]).sum(axis=0) >= 3
+            M = self.n_domains_
+            if shared.sum() < M + 1:
+                raise ValueError(f"`X` holds the size {size:.6g}, not a training size: 'data_mixing' extrapolates "
+                                 f"from the mixtures run at >= 3 training sizes, and needs at least M + 1 = "
+                                 f"{M + 1} such shared mixtures; the training runs share {int(shared.sum())}")
+            hp = getattr(self, "_dml_hp", None) or {"delta": 1e-3, "space": "log", "n_starts": 8}
+            cache["size_law"] = (anchors[shared],) + _fit_size_law(sizes, losses[:, shared], hp)
+        anchors, Ninv, alpha, E, kappa = cache["size_law"]
+        hp = getattr(self, "_dml_hp", None) or {"delta": 1e-3, "space": "log", "n_starts": 8}
+        target = E + np.exp(kappa - alpha * math.log(size / Ninv))
+        seed = getattr(self, "_dml_seed", 0)
+        gen = np.random.default_rng([seed, int(np.float64(size).view(np.uint64))])  # per size, not per call order
+        V = target.shape[1]
+        Eout, theta = np.empty(V), np.empty((V, self.n_domains_))
+        for i in range(V):
+            best = _fit_dml_set(anchors, target[:, i], np.ones(len(anchors)), None, hp, gen.spawn(1)[0])
+            Eout[i], theta[i] = best
+        cache[size] = (Eout, theta)
+        return cache[size]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the least-residual problems and their starts
+# ------------------------------------------------------------------------------------------------------------
+class _Problem:
+    """One validation set's (one size's for 'data_mixing') fit: pred = E + sum_t exp(G_t u_t), the entries
+    of u marked ``pos`` held as logs; the optimiser's x maps to the full vector z = [E, u] by z = z0 + T x."""
+
+    def __init__(self, G, slices, pos, keys, y, s, delta, log_space, T, z0, lo, hi, ls_term, group_keys):
+        self.G, self.slices, self.pos, self.keys = G, slices, pos, keys
+        self.y, self.s, self.delta, self.log_space = y, s, delta, log_space
+        self.logy = np.log(y)
+        self.T, self.z0, self.lo, self.hi = T, z0, lo, hi
+        self.ls_term, self.group_keys = ls_term, group_keys
+        first = [int(np.flatnonzero(T[:, g])[0]) for g in range(T.shape[1])]
+        self.first = np.array(first, dtype=int)
+        self.bounds = [(None if not np.isfinite(lo[k]) else lo[k], None if not np.isfinite(hi[k]) else hi[k])
+                       for k in first]
+        self.fixed = ~T.any(axis=1)
+        self.lo_free = np.array([lo[k] for k in first], dtype=float)
+        self.hi_free = np.array([hi[k] for k in first], dtype=float)
+
+    def full(self, x):
+        return self.z0 + self.T @ x
+
+    def natural(self, z):
+        u = z[1:].copy()
+        u[self.pos] = np.exp(u[self.pos])
+        return z[0], u
+
+    def terms(self, u):
+        return [np.exp(G @ u[sl]) for G, sl in zip(self.G, self.slices)]
+
+    def x_of(self, z):
+        return np.clip(z[self.first], [b[0] if b[0] is not None else -np.inf for b in self.bounds],
+                       [b[1] if b[1] is not None else np.inf for b in self.bounds])
+
+
+def _objective(x, prob):
+    from numtk.mixture._huber import residual_loss
+
+    z = prob.z0 + prob.T @ x
+    E = z[0]
+    u = z[1:].copy()
+    pos = prob.pos
+    u[pos] = np.exp(u[pos])
+    pred = np.full(prob.y.shape, E)
+    es = []
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for G, sl in zip(prob.G, prob.slices):
+            e = np.exp(G @ u[sl])
+            pred += e
+            es.append(e)
+        if prob.log_space:
+            res = np.log(pred) - prob.logy
+        else:
+            res = pred - prob.y
+    if not np.isfinite(res).all():
+        return 1e300, np.zeros_like(x)
+    rho, psi = residual_loss(res, prob.delta)
+    f = float(prob.s @ rho)
+    w = prob.s * psi
+    if prob.log_space:
+        w = w / pred
+    g = np.empty(z.shape[0])
+    g[0] = w.sum()
+    for G, sl, e in zip(prob.G, prob.slices, es):
+        g[1 + sl.start:1 + sl.stop] = (w * e) @ G
+    g[1:][pos] *= u[pos]
+    return f, g @ prob.T
+
+
+def _objective_batch(X, prob):
+    """:func:`_objective` for the rows of X (B, p_free) at once: values (B,), gradients (B, p_free)."""
+    from numtk.mixture._huber import residual_loss
+
+    Z = prob.z0[None, :] + X @ prob.T.T
+    E = Z[:, 0]
+    U = Z[:, 1:].copy()
+    pos = prob.pos
+    U[:, pos] = np.exp(U[:, pos])
+    pred = np.repeat(E[None, :], prob.y.shape[0], axis=0)
+    es = []
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for G, sl in zip(prob.G, prob.slices):
+            e = np.exp(G @ U[:, sl].T)
+            pred += e
+            es.append(e)
+        if prob.log_space:
+            res = np.log(pred) - prob.logy[:, None]
+        else:
+            res = pred - prob.y[:, None]
+    bad = ~np.isfinite(res).all(axis=0)
+    if bad.any():
+        res[:, bad] = 0.0
+        pred[:, bad] = 1.0
+        for e in es:
+            e[:, bad] = 0.0
+    rho, psi = residual_loss(res, prob.delta)
+    f = prob.s @ rho
+    W = prob.s[:, None] * psi
+    if prob.log_space:
+        W = W / pred
+    g = np.empty(Z.shape)
+    g[:, 0] = W.sum(axis=0)
+    for G, sl, e in zip(prob.G, prob.slices, es):
+        g[:, 1 + sl.start:1 + sl.stop] = (W * e).T @ G
+    g[:, 1:][:, pos] *= U[:, pos]
+    g = g @ prob.T
+    f[bad] = 1e300
+    g[bad] = 0.0
+    return f, g
+
+
+_LOCKSTEP: list = []
+
+
+def _lockstep_available() -> bool:
+    """Whether SciPy's L-BFGS-B reverse-communication routine has the interface driven below (SciPy >= 1.15);
+    probed once on a quadratic and compared with scipy.optimize.minimize."""
+    if not _LOCKSTEP:
+        ok = False
+        try:
+            from scipy.optimize import minimize
+
+            def quad(X):
+                return 0.5 * np.sum((X - 1.5) ** 2, axis=1), X - 1.5
+
+            x, f, _, _, _ = _lbfgsb_lockstep(quad, np.zeros((1, 2)), np.array([0.0, -np.inf]),
+                                             np.array([1.0, np.inf]))[0]
+            ref = minimize(lambda v: (0.5 * np.sum((v - 1.5) ** 2), v - 1.5), np.zeros(2), jac=True,
+                           method="L-BFGS-B", bounds=[(0.0, 1.0), (None, None)], options=_LBFGS)
+            ok = bool(np.allclose(x, ref.x, atol=1e-12))
+        except Exception:  # an older SciPy: its Fortran routine has another signature
+            ok = False
+        _LOCKSTEP.append(ok)
+    return _LOCKSTEP[0]
+
+
+def _lbfgsb_lockstep(fun_batch, X0, lo, hi, *, maxcor=10, maxls=20, maxfun=15000):
+    """Run one L-BFGS-B per row of X0 with SciPy's own routine (the loop of ``scipy.optimize.minimize``),
+    advancing them together so that each round evaluates every pending point in one call of
+    ``fun_batch(X) -> (f (B,), g (B, p))``. Returns [(x, f, success, n_iter, message)] per row."""
+    from scipy.optimize import _lbfgsb
+    from scipy.optimize._lbfgsb_py import status_messages, task_messages
+
+    B, n = X0.shape
+    m = maxcor
+    factr = _LBFGS["ftol"] / np.finfo(float).eps
+    pgtol = _LBFGS["gtol"]
+    maxiter = _LBFGS["maxiter"]
+    nbd = np.zeros(n, np.int32)
+    low = np.where(np.isfinite(lo), lo, 0.0).astype(np.float64)
+    up = np.where(np.isfinite(hi), hi, 0.0).astype(np.float64)
+    fl, fu = np.isfinite(lo), np.isfinite(hi)
+    nbd[fl & ~fu] = 1
+    nbd[fl & fu] = 2
+    nbd[~fl & fu] = 3
+    state = []
+    for b in range(B):
+        x = np.array(np.clip(X0[b], np.where(fl, lo, -np.inf), np.where(fu, hi, np.inf)), dtype=np.float64)
+        state.append({"x": x, "f": np.array(0.0), "g": np.zeros(n), "wa": np.zeros(2 * m * n + 5 * n + 11 * m * m + 8 * m),
+                      "iwa": np.zeros(3 * n, np.int32), "task": np.zeros(2, np.int32),
+                      "ln_task": np.zeros(2, np.int32), "lsave": np.zeros(4, np.int32),
+                      "isave": np.zeros(44, np.int32), "dsave": np.zeros(29), "nit": 0, "nfev": 0, "done": False})
+    active = list(range(B))
+    while active:
+        need = []
+        for b in active:
+            st = state[b]
+            while True:
+                _lbfgsb.setulb(m, st["x"], low, up, nbd, st["f"], st["g"], factr, pgtol, st["wa"], st["iwa"],
+                               st["task"], st["lsave"], st["isave"], st["dsave"], maxls, st["ln_task"])
+                task = st["task"]
+                if task[0] == 3:
+                    need.append(b)
+                    break
+                if task[0] == 1:
+                    st["nit"] += 1
+                    if st["nit"] >= maxiter:
+                        task[0], task[1] = 5, 504
+                    elif st["nfev"] > maxfun:
+                        task[0], task[1] = 5, 502
+                    continue
+                st["done"] = True
+                break
+        if need:
+            F, Gr = fun_batch(np.array([state[b]["x"] for b in need]))
+            for k, b in enumerate(need):
+                state[b]["f"] = np.array(float(F[k]))
+                state[b]["g"] = np.array(Gr[k], dtype=np.float64)
+                state[b]["nfev"] += 1
+        active = need
+    out = []
+    for st in state:
+        task = st["task"]
+        success = task[0] == 4
+        msg = status_messages[task[0]] + ": " + task_messages[task[1]]
+        out.append((st["x"], float(st["f"]), bool(success), st["nit"], msg))
+    return out
+
+
+_BLAS_DEPTH = [0]
+
+
+class _one_blas_thread:
+    """BLAS limited to one thread (many tiny L-BFGS-B steps; see numtk._lib.single_blas_thread), entered once
+    per process however deeply nested."""
+
+    def __enter__(self):
+        from numtk._lib import single_blas_thread
+
+        self._ctx = single_blas_thread() if _BLAS_DEPTH[0] == 0 else None
+        if self._ctx is not None:
+            self._ctx.__enter__()
+        _BLAS_DEPTH[0] += 1
+        return self
+
+    def __exit__(self, *exc):
+        _BLAS_DEPTH[0] -= 1
+        if self._ctx is not None:
+            self._ctx.__exit__(*exc)
+
+
+def _refine_set(task):
+    """Refine every start of one problem (rows of X0) with L-BFGS-B; each result is (x, f, success, n_iter,
+    message), f evaluated by :func:`_objective` (the start itself is kept when it is lower)."""
+    prob, X0 = task
+    with _one_blas_thread():
+        if X0.shape[1] == 0:
+            return [(x0, _objective(x0, prob)[0], True, 0, "nothing to fit") for x0 in X0]
+        if _lockstep_available():
+            runs = _lbfgsb_lockstep(lambda X: _objective_batch(X, prob), X0, prob.lo_free, prob.hi_free)
+        else:
+            from scipy.optimize import minimize
+
+            runs = []
+            for x0 in X0:
+                r = minimize(_objective, x0, args=(prob,), jac=True, method="L-BFGS-B", bounds=prob.bounds,
+                             options=_LBFGS)
+                runs.append((np.asarray(r.x, dtype=float), r.fun, bool(r.success), int(r.nit), str(r.message)))
+        out = []
+        for x0, (x, _, ok, nit, msg) in zip(X0, runs):
+            x0 = np.clip(x0, prob.lo_free, prob.hi_free)
+            f0 = _objective(x0, prob)[0]
+            f = _objective(x, prob)[0]
+            if f0 < f:
+                out.append((x0, f0, ok, nit, "the start is lower than the refined point: kept"))
+            else:
+                out.append((x, f, ok, nit, msg))
+        return out
+
+
+def _build_problem(form, R, ell, lD, y, s, fixed_i, hp, data_term):
+    """The problem of one validation set (one size's for 'data_mixing')."""
+    n, M = R.shape
+    G, slices, pos, keys = [], [], [], []
+    ones = np.ones(n)
+    if form in ("camel", "separable"):
+        G.append(np.hstack([R, -ell[:, None] * R]))
+        slices.append(slice(0, 2 * M))
+        pos += [False] * M + [True] * M
+        keys += [("theta", j) for j in range(M)] + [("alpha", j) for j in range(M)]
+        ls_term = 0
+    elif form == "additive":
+        G.append(np.column_stack([ones, -ell]))
+        slices.append(slice(0, 2))
+        pos += [False, True]
+        keys += [("kappa", None), ("alpha", None)]
+        G.append(R)
+        slices.append(slice(2, 2 + M))
+        pos += [False] * M
+        keys += [("theta", j) for j in range(M)]
+        ls_term = 1
+    else:
+        G.append(R)
+        slices.append(slice(0, M))
+        pos += [False] * M
+        keys += [("theta", j) for j in range(M)]
+        ls_term = 0
+    if data_term:
+        k = len(pos)
+        G.append(np.column_stack([ones, -lD]))
+        slices.append(slice(k, k + 2))
+        pos += [False, True]
+        keys += [("zeta", None), ("beta", None)]
+    full_keys = [("E", None)] + keys
+    posfull = np.array([False] + pos)
+    p = len(full_keys)
+    z0 = np.zeros(p)
+    groups: dict = {}
+    for idx, (name, j) in enumerate(full_keys):
+        if name in fixed_i:
+            val = fixed_i[name]
+            val = float(val) if np.ndim(val) == 0 else float(val[j])
+            z0[idx] = math.log(val) if posfull[idx] else val
+        else:
+            gkey = (name, None) if (form == "separable" and name == "alpha") else (name, j)
+            groups.setdefault(gkey, []).append(idx)
+    T = np.zeros((p, len(groups)))
+    for g, idxs in enumerate(groups.values()):
+        T[idxs, g] = 1.0
+    lo = np.full(p, -np.inf)
+    hi = np.full(p, np.inf)
+    ymin = float(y[s > 0].min())
+    lo[0], hi[0] = 0.0, _E_SHRINK * ymin
+    lo[posfull], hi[posfull] = math.log(_ALPHA_MIN), math.log(_ALPHA_MAX)
+    return _Problem(G, slices, np.array(pos), full_keys, y, s, hp["delta"], hp["space"] == "log", T, z0, lo, hi,
+                    ls_term, list(groups))
+
+
+def _ls_starts(prob, z_base, E_values):
+    """Least squares of log(L - E - other terms) on the LS term's free regressors, for each E: the full
+    vectors (len(E), p) and the weighted sums of squares."""
+    E_values = np.atleast_1d(np.asarray(E_values, dtype=float))
+    _, u_base = prob.natural(z_base)
+    other = np.zeros_like(prob.y)
+    for t, (G, sl) in enumerate(zip(prob.G, prob.slices)):
+        if t != prob.ls_term:
+            other += np.exp(G @ u_base[sl])
+    sl = prob.slices[prob.ls_term]
+    idx = np.arange(1 + sl.start, 1 + sl.stop)
+    gsel = [g for g in range(prob.T.shape[1]) if prob.T[idx, g].any()]
+    fixed_nat = np.where(prob.fixed[idx], np.where(prob.pos[sl], np.exp(prob.z0[idx]), prob.z0[idx]), 0.0)
+    G = prob.G[prob.ls_term]
+    target = prob.y[:, None] - other[:, None] - E_values[None, :]
+    rows = (prob.s > 0) & (target > 0).all(axis=1)
+    Z = np.repeat(z_base[None, :], E_values.size, axis=0)
+    Z[:, 0] = np.where(prob.fixed[0], prob.z0[0], E_values)
+    if rows.sum() == 0:
+        return Z, np.full(E_values.size, np.inf)
+    w = np.sqrt(prob.s[rows])[:, None]
+    Yt = (np.log(target[rows]) - (G[rows] @ fixed_nat)[:, None]) * w
+    A = (G[rows] @ prob.T[idx][:, gsel]) * w
+    if A.shape[1]:
+        sol, *_ = np.linalg.lstsq(A, Yt, rcond=None)
+        sse = np.sum((Yt - A @ sol) ** 2, axis=0)
+        for k, g in enumerate(gsel):
+            cols = np.flatnonzero(prob.T[:, g])
+            v = sol[k]
+            if prob.pos[cols[0] - 1]:
+                v = np.log(np.maximum(v, 1e-3))
+            Z[:, cols] = v[:, None]
+    else:
+        sse = np.sum(Yt ** 2, axis=0)
+    return Z, sse
+
+
+def _profile_start(prob, z_base):
+    """Best E of a 64-value grid (uniform in log(min L - E)) polished by bounded Brent."""
+    from scipy.optimize import minimize_scalar
+
+    if prob.fixed[0]:
+        return _ls_starts(prob, z_base, [prob.z0[0]])[0][0]
+    _, u_base = prob.natural(z_base)
+    other = np.zeros_like(prob.y)
+    for t, (G, sl) in enumerate(zip(prob.G, prob.slices)):
+        if t != prob.ls_term:
+            other += np.exp(G @ u_base[sl])
+    m = float((prob.y - other)[prob.s > 0].min())
+    if not m > 0:
+        return _ls_starts(prob, z_base, [0.0])[0][0]
+    t = np.linspace(math.log(1e-3 * m), math.log(m), _N_PROFILE)
+    E = m - np.exp(t)
+    E[-1] = 0.0
+    Z, sse = _ls_starts(prob, z_base, E)
+    k = int(np.argmin(sse))
+    lo, hi = t[max(k - 1, 0)], t[min(k + 1, t.size - 1)]
+    if hi > lo:
+        fun = lambda tt: float(_ls_starts(prob, z_base, [max(m - math.exp(tt), 0.0)])[1][0])  # noqa: E731
+        r = minimize_scalar(fun, bounds=(lo, hi), method="bounded", options={"xatol": 1e-8})
+        if r.fun < sse[k]:
+            return _ls_starts(prob, z_base, [max(m - math.exp(r.x), 0.0)])[0][0]
+    return Z[k]
+
+
+def _random_start(prob, z_base, gen, jitter=0.3):
+    if prob.fixed[0]:
+        E = prob.z0[0]
+    else:
+        _, u_base = prob.natural(z_base)
+        other = np.zeros_like(prob.y)
+        for t, (G, sl) in enumerate(zip(prob.G, prob.slices)):
+            if t != prob.ls_term:
+                other += np.exp(G @ u_base[sl])
+        m = max(float((prob.y - other)[prob.s > 0].min()), 0.0)
+        E = gen.uniform(0.0, 0.99 * m)
+    z = _ls_starts(prob, z_base, [E])[0][0]
+    sl = prob.slices[prob.ls_term]
+    for g, key in enumerate(prob.group_keys):
+        cols = np.flatnonzero(prob.T[:, g])
+        if cols[0] > 0 and prob.pos[cols[0] - 1] and sl.start <= cols[0] - 1 < sl.stop:
+            z[cols] += gen.normal(0.0, jitter)
+    return z
+
+
+def _base_vector(prob):
+    """Default values of the terms the least squares does not set (the token term)."""
+    z = prob.z0.copy()
+    for idx, (name, _) in enumerate(prob.keys):
+        if prob.fixed[idx]:
+            continue
+        if name == "zeta":
+            z[idx] = math.log(0.05 * float(prob.y[prob.s > 0].min()))
+        elif name == "beta":
+            z[idx] = math.log(0.3)
+    return z
+
+
+def _run_tasks(tasks, mapper, progress, desc):
+    """Refine the starts of each problem (one task per problem, its starts together); flat results."""
+    bar = progress_bar(progress=progress, total=sum(len(t[1]) for t in tasks), desc=desc)
+    out = []
+    try:
+        for task, r in zip(tasks, mapper(_refine_set, tasks)):
+            out.extend(r)
+            bar.update(len(task[1]))
+    finally:
+        bar.close()
+    return out
+
+
+def _set_fixed(fixed, i):
+    return {k: v[i] for k, v in fixed.items()}
+
+
+def _fit_exp(form, N, D, R, Y, s, fixed, hp, N0, D0, gen, mapper, progress, init):
+    """camel / separable / additive: per validation set, starts, then L-BFGS-B over (set, start) pairs."""
+    V, M = Y.shape[1], R.shape[1]
+    ell = np.log(N / N0)
+    lD = np.log(D / D0) if hp["data_term"] else None
+    n_starts = hp["n_starts"]
+    sep = None
+    if form in ("camel", "additive") and init is None:
+        sep_fixed = {k: v for k, v in fixed.items() if k in ("E", "zeta", "beta")}
+        sep = _fit_exp("separable", N, D, R, Y, s, sep_fixed, hp, N0, D0, gen, mapper, progress, None)
+    set_rngs = spawn_rngs(gen, V)
+    probs, tasks, meta = [], [], []
+    for i in range(V):
+        prob = _build_problem(form, R, ell, lD, Y[:, i], s, _set_fixed(fixed, i), hp, hp["data_term"])
+        probs.append(prob)
+        base = _base_vector(prob)
+        starts = []
+        if form == "additive":
+            base = _additive_base(prob, base, sep, i, M) if sep is not None else base
+            if init is not None:
+                base = _additive_base_from_params(prob, base, init, i)
+            starts.append(("separable" if sep is not None else "profile", _ls_starts(prob, base, [base[0]])[0][0]))
+        else:
+            starts.append(("profile", _profile_start(prob, base)))
+        if init is not None:
+            starts.append(("init", _full_from_params(form, prob, init, i)))
+        else:
+            if form == "camel":
+                starts.append(("separable", sep[5][i]))
+                if n_starts == 1:
+                    starts = starts[1:]
+                n_random = max(n_starts - 2, 0)
+            else:
+                n_random = n_starts - 1
+            for k, g in enumerate(spawn_rngs(set_rngs[i], n_random)):
+                if form == "additive":
+                    b = base.copy()
+                    for idx, (name, _) in enumerate(prob.keys):
+                        if not prob.fixed[idx] and name == "kappa":
+                            b[idx] += g.normal(0.0, 0.5)
+                        elif not prob.fixed[idx] and name == "alpha":
+                            b[idx] += g.normal(0.0, 0.3)
+                    starts.append(("random", _random_start(prob, b, g)))
+                else:
+                    starts.append(("random", _random_start(prob, base, g)))
+        tasks.append((prob, np.array([prob.x_of(z) for _, z in starts])))
+        meta.extend((i, kind) for kind, _ in starts)
+    results = _run_tasks(tasks, mapper, progress, f"MixtureLaw({form!r})")
+    return _collect(form, probs, results, meta, V, M, hp)
+
+
+def _collect(form, probs, results, meta, V, M, hp, sizes=None):
+    best: dict = {}
+    starts = []
+    for (key, kind), (x, f, ok, nit, msg) in zip(meta, results):
+        i = key if sizes is None else key[1]
+        starts.append(Result(output=i, size=None if sizes is None else float(sizes[key[0]]), kind=kind,
+                             objective=float(f), x=x, success=ok, n_iter=nit, message=msg))
+        if key not in best or f < best[key][1]:
+            best[key] = (x, f, ok, nit)
+    total = sum(b[1] for b in best.values())
+    success = all(b[2] for b in best.values())
+    n_iter = sum(b[3] for b in best.values())
+    zs = {key: probs[k].full(best[key][0]) for k, key in enumerate(sorted(best))} if sizes is not None else \
+        {i: probs[i].full(best[i][0]) for i in range(V)}
+    if sizes is not None:
+        return zs, starts, total, success, n_iter
+    P = _params_from_full(form, [probs[i] for i in range(V)], [zs[i] for i in range(V)], M, hp["data_term"])
+    return P, starts, total, success, n_iter, [zs[i] for i in range(V)]
+
+
+def _params_from_full(form, probs, zs, M, data_term):
+    V = len(zs)
+    shapes = _param_shapes(form, V, M, data_term)
+    P = {k: np.zeros(shape) for k, shape in shapes.items()}
+    for i, (prob, z) in enumerate(zip(probs, zs)):
+        E, u = prob.natural(z)
+        P["E"][i] = E
+        for idx, (name, j) in enumerate(prob.keys[1:]):
+            if name not in P:
+                continue
+            if P[name].ndim == 2:
+                P[name][i, j] = u[idx]
+            else:
+                P[name][i] = u[idx]
+    return P
+
+
+def _full_from_params(form, prob, P, i):
+    """The full vector of set i from a params dict (a warm start)."""
+    z = prob.z0.copy()
+    for idx, (name, j) in enumerate(prob.keys):
+        if prob.fixed[idx]:
+            continue
+        arr = np.asarray(P[name])
+        v = float(arr[i]) if arr.ndim == 1 else float(arr[i, j] if j is not None else arr[i])
+        if form == "separable" and name == "alpha":
+            v = float(arr[i])
+        z[idx] = math.log(v) if idx > 0 and prob.pos[idx - 1] else v
+    return z
+
+
+def _additive_base(prob, base, sep, i, M):
+    """The additive start from the fitted separable law: its size factor becomes the size term, at half its
+    typical weight, and theta is refitted by least squares where the remainder is positive."""
+    Psep = sep[0]
+    z = base.copy()
+    R = prob.G[1]
+    for idx, (name, _) in enumerate(prob.keys):
+        if prob.fixed[idx]:
+            continue
+        if name == "E":
+            z[idx] = min(Psep["E"][i], prob.hi[0])
+        elif name == "kappa":
+            z[idx] = math.log(0.5) + float(np.median(R @ Psep["theta"][i]))
+        elif name == "alpha":
+            z[idx] = math.log(min(max(Psep["alpha"][i], _ALPHA_MIN), _ALPHA_MAX))
+        elif name == "theta":
+            pass
+    return z
+
+
+def _additive_base_from_params(prob, base, P, i):
+    z = base.copy()
+    for idx, (name, _) in enumerate(prob.keys):
+        if prob.fixed[idx] or name not in ("E", "kappa", "alpha"):
+            continue
+        v = float(np.asarray(P[name])[i])
+        z[idx] = math.log(v) if name == "alpha" else v
+    return z
+
+
+# ------------------------------------------------------------------------------------------------------------
+# 'data_mixing'
+# ------------------------------------------------------------------------------------------------------------
+def _dml_tasks(R, y, s, fixed_E, hp, gen, n_starts, init_z=None):
+    prob = _build_problem("data_mixing", R, None, None, y, s, {} if fixed_E is None else {"E": fixed_E}, hp,
+                          False)
+    base = _base_vector(prob)
+    starts = [("profile", _profile_start(prob, base))]
+    if init_z is not None:
+        starts.append(("init", init_z(prob)))
+    else:
+        for g in spawn_rngs(gen, n_starts - 1):
+            starts.append(("random", _random_start(prob, base, g)))
+    return prob, starts
+
+
+def _fit_dml_set(R, y, s, fixed_E, hp, gen):
+    """One per-size law fitted serially: (E, theta)."""
+    prob, starts = _dml_tasks(R, y, s, fixed_E, hp, gen, hp["n_starts"])
+    best = None
+    for x, f, *_ in _refine_set((prob, np.array([prob.x_of(z) for _, z in starts]))):
+        if best is None or f < best[1]:
+            best = (x, f)
+    E, u = prob.natural(prob.full(best[0]))
+    return E, u
+
+
+def _fit_dml(N, R, Y, s, fixed, hp, gen, mapper, progress, init):
+    keep = s > 0
+    sizes = np.unique(N[keep])
+    S, V, M = sizes.size, Y.shape[1], R.shape[1]
+    size_rngs = spawn_rngs(gen, S)
+    probs, tasks, meta = [], [], []
+    for k, size in enumerate(sizes):
+        rows = N == size
+        set_rngs = spawn_rngs(size_rngs[k], V)
+        for i in range(V):
+            fixed_E = None if "E" not in fixed else float(fixed["E"][i])
+            init_z = None
+            if init is not None:
+                def init_z(prob, k=k, i=i):
+                    z = prob.z0.copy()
+                    if not prob.fixed[0]:
+                        z[0] = init["E"][k, i]
+                    z[1:] = init["theta"][k, i]
+                    return z
+            prob, starts = _dml_tasks(R[rows], Y[rows, i], s[rows], fixed_E, hp, set_rngs[i], hp["n_starts"],
+                                      init_z)
+            probs.append(prob)
+            tasks.append((prob, np.array([prob.x_of(z) for _, z in starts])))
+            meta.extend(((k, i), kind) for kind, _ in starts)
+    results = _run_tasks(tasks, mapper, progress, "MixtureLaw('data_mixing')")
+    zs, starts, total, success, n_iter = _collect("data_mixing", probs, results, meta, V, M, hp, sizes=sizes)
+    P = {"sizes": sizes, "E": np.zeros((S, V)), "theta": np.zeros((S, V, M))}
+    for n, (k, i) in enumerate(sorted(zs)):
+        E, u = probs[n].natural(zs[(k, i)])
+        P["E"][k, i], P["theta"][k, i] = E, u
+    return P, starts, total, success, n_iter
+
+
+def _fit_size_law(sizes, L, hp):
+    """Ye et al.'s size law per (mixture, set): L(N) = E + exp(kappa - alpha log(N / N0)), one alpha shared;
+    ``L`` (S, m, V) with NaN where a mixture was not run. Returns (N0, alpha, E (m, V), kappa (m, V))."""
+    from scipy.optimize import minimize
+
+    from numtk.mixture._huber import residual_loss
+
+    N0 = float(np.exp(np.mean(np.log(sizes))))
+    ell = np.log(sizes / N0)[:, None, None]
+    mask = np.isfinite(L)
+    Lz = np.where(mask, L, 1.0)
+    Lmin = np.where(mask, L, np.inf).min(axis=0)
+    w = mask / Lz ** 2
+    best = None
+    for alpha in np.geomspace(1e-2, 2.0, 24):
+        x = np.where(mask, np.exp(-alpha * ell) * np.ones_like(L), 0.0)
+        # weighted least squares of L on [1, x] per (mixture, set), relative residuals
+        s0, s1, s2 = w.sum(0), (w * x).sum(0), (w * x * x).sum(0)
+        t0, t1 = (w * Lz).sum(0), (w * x * Lz).sum(0)
+        det = s0 * s2 - s1 * s1
+        with np.errstate(divide="ignore", invalid="ignore"):
+            E = np.where(det > 0, (s2 * t0 - s1 * t1) / det, 0.0)
+            E = np.clip(E, 0.0, 0.9 * Lmin)
+            A = np.maximum((t1 - E * s1) / s2, 1e-12)
+        sse = float(np.sum(w * (E + A * x - Lz) ** 2 * mask))
+        if best is None or sse < best[0]:
+            best = (sse, alpha, E, np.log(A))
+    _, alpha0, E0, kappa0 = best
+    m, V = E0.shape
+    delta, log_space = hp["delta"], hp["space"] == "log"
+
+    def fun(z):
+        gamma, E, kappa = z[0], z[1:1 + m * V].reshape(m, V), z[1 + m * V:].reshape(m, V)
+        a = math.exp(gamma)
+        e = np.exp(kappa - a * ell)
+        pred = E + e
+        res = np.where(mask, np.log(pred) - np.log(Lz) if log_space else pred - Lz, 0.0)
+        rho, psi = residual_loss(res, delta)
+        ww = np.where(mask, psi / pred if log_space else psi, 0.0)
+        g_E = ww.sum(0)
+        g_k = (ww * e).sum(0)
+        g_g = float(np.sum(ww * e * -ell) * a)
+        return float(np.sum(rho * mask)), np.concatenate([[g_g], g_E.ravel(), g_k.ravel()])
+
+    z0 = np.concatenate([[math.log(alpha0)], E0.ravel(), kappa0.ravel()])
+    bounds = [(math.log(_ALPHA_MIN), math.log(_ALPHA_MAX))] + [(0.0, _E_SHRINK * v) for v in Lmin.ravel()] + \
+        [(None, None)] * (m * V)
+    r = minimize(fun, z0, jac=True, method="L-BFGS-B", bounds=bounds, options=_LBFGS)
+    z = r.x
+    return N0, math.exp(z[0]), z[1:1 + m * V].reshape(m, V), z[1 + m * V:].reshape(m, V)
