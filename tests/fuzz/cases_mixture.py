@@ -94,7 +94,31 @@ _SCORES_SKIP = {"scores": ("np.array([])", "np.zeros(5)", "np.full(5, 1e308)", "
                            "np.arange(10.0)[::2]", "np.arange(5, dtype='>f8')", "np.arange(5, dtype=np.int32)",
                            "np.array([1.0])")}
 
+def _om_law():
+    # alpha <= 0.3 keeps the losses finite for every size of the catalogue (1e-308 .. 1e308)
+    return _m().MixtureLaw.from_params("camel", {"E": [1.0, 1.2], "theta": [[0.0, 0.8, 0.4], [0.9, 0.0, 0.3]],
+                                                 "alpha": [[0.1, 0.2, 0.3], [0.3, 0.1, 0.2]]}, reference_size=1e8)
+
+
+def _optimal():
+    return _m().optimal_mixture, (_om_law(), 1e9), {"constraints": {"upper": 0.8}}
+
+
+def _optimal_benchmarks():
+    bench = _m().LossToBenchmarkLaw.from_params("sigmoid", floor=0.25, ceiling=0.9, slope=4.0, midpoint=2.5,
+                                                loss_weights=[0.5, 0.5])
+    return _m().optimal_mixture, (_om_law(), 1e9), {"benchmarks": [bench, bench], "benchmark_weights": [0.4, 0.6],
+                                                    "n_starts": 2, "rng": 0}
+
+
+# None is the documented default of `constraints` and `benchmarks` (no constraints, the loss objective)
+_OM_SKIP = {"constraints": ("None",), "benchmarks": ("None",)}
+
 OPTIMUM_BENCHMARK: list = [
+    Case("numtk.mixture.optimal_mixture", _optimal, {}, positional={"law": 0, "model_size": 1},
+         skip=_OM_SKIP),
+    Case("numtk.mixture.optimal_mixture[benchmarks]", _optimal_benchmarks,
+         {"benchmark_weights": "array1d", "n_starts": "int>=0", "rng": "rng"}),
     Case("numtk.mixture.LossToBenchmarkLaw", _bench_ctor, {}),
     Case("numtk.mixture.LossToBenchmarkLaw[columns]", _bench_ctor_columns, {"loss_weights": "array1d"}),
     Case("numtk.mixture.LossToBenchmarkLaw.fit", _bench_fit, {}, positional={"X": 0, "y": 1}, skip=_X_SKIP),
