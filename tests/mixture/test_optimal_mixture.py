@@ -285,6 +285,19 @@ def test_any_law_with_the_protocol():
     np.testing.assert_allclose(res.mixture, sol[:3], atol=1e-10)
 
 
+def test_tokens_of_a_law_with_a_data_term():
+    # the token term adds exp(zeta - beta log(D/D0)) to every loss: the same optimum, shifted losses
+    P = {"E": [1.0, 1.0], "theta": [[0.0, 1.0], [1.0, 0.0]], "alpha": [[0.1, 0.1], [0.1, 0.3]]}
+    with_d = MixtureLaw.from_params("camel", {**P, "zeta": [0.1, 0.2], "beta": [0.3, 0.3]}, reference_size=N0,
+                                    reference_tokens=1e10)
+    a = optimal_mixture(law_of({k: np.array(v) for k, v in P.items()}), 1e10)
+    b = optimal_mixture(with_d, 1e10, tokens=2e10)
+    np.testing.assert_allclose(b.mixture, a.mixture, atol=1e-12)
+    np.testing.assert_allclose(b.losses - a.losses, np.exp(np.array([0.1, 0.2]) - 0.3 * np.log(2.0)), rtol=1e-12)
+    with pytest.raises(ValueError, match="`tokens`"):
+        optimal_mixture(with_d, 1e10)
+
+
 def test_one_domain():
     law = MixtureLaw.from_params("camel", {"E": [1.0], "theta": [[0.2]], "alpha": [[0.3]]}, reference_size=N0)
     res = optimal_mixture(law, 1e9)

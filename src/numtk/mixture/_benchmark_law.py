@@ -27,6 +27,7 @@ _NAMES = ("floor", "ceiling", "log_slope", "midpoint")
 _TOL = 1e-15          # least_squares' ftol, xtol and gtol (just above machine epsilon)
 _MAX_NFEV = 2000      # function evaluations per start
 _MAX_RESAMPLES = 100_000
+_LOGK_MAX = 50.0      # bound on |log k| in the fit
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -114,8 +115,9 @@ class _Layout:
         else:
             self.kind = "none"
             self.lb, self.ub = [], []
-        self.lb = np.array(self.lb + [-np.inf, -np.inf])
-        self.ub = np.array(self.ub + [np.inf, np.inf])
+        # |log k| <= 50: a step in the data drives k up without bound; this keeps k x finite
+        self.lb = np.array(self.lb + [-_LOGK_MAX, -np.inf])
+        self.ub = np.array(self.ub + [_LOGK_MAX, np.inf])
 
     def theta(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """theta (4,) and d theta / d z (4, q)."""
