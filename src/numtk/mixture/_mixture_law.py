@@ -600,6 +600,7 @@ class MixtureLaw(Estimator):
         self.n_features_in_ = 1 + int(uses_tokens) + M
         self._single_output = bool(single)
         self._dml_cache = {}
+        self._cov = None
 
     # --------------------------------------------------------------------------------------------------------
     # prediction
@@ -980,6 +981,186 @@ class MixtureLaw(Estimator):
         self.n_iter_ = int(n_iter)
 
     # --------------------------------------------------------------------------------------------------------
+    # uncertainty
+    # --------------------------------------------------------------------------------------------------------
+    def _training(self, name: str):
+        check_is_fitted(self, "coef_")
+        train = getattr(self, "_train", None)
+        if train is None:
+            raise ValueError(f"`{name}` needs the training runs: this law was made by from_params, not fitted")
+        return train
+
+    def _free_mask(self) -> np.ndarray:
+        """Coefficients not held by ``fixed`` (the ones the covariance is over)."""
+        free = np.ones(self.n_params_, dtype=bool)
+        fixed = self.fixed or {}
+        if not fixed:
+            return free
+        shapes = _param_shapes(self.form, self.n_outputs_, self.n_domains_,
+                               bool(self.data_term) and self.form in _DATA_TERM_FORMS,
+                               self.params_["sizes"].size if self.form == "data_mixing" else 0)
+        off = _offsets(shapes)
+        for key in fixed:
+            if key in shapes:
+                free[off[key]:off[key] + int(np.prod(shapes[key], dtype=int))] = False
+        return free
+
+    def _covariance(self):
+        """Gauss-Newton covariance of ``coef_`` (pseudo-inverse), scaled per validation set by the residual
+        variance in the fit space; and the residual degrees of freedom per set."""
+        from scipy.linalg import pinvh
+
+        if getattr(self, "_cov", None) is not None:
+            return self._cov
+        N, D, R, Y, s, _ = self._training("method")
+        pred, J = self._values(N, D, R, jac=True)
+        log_space = self.space == "log"
+        if log_space:
+            res = np.log(pred) - np.log(Y)
+            Jf = J / pred[:, :, None]
+        else:
+            res = pred - Y
+            Jf = J
+        free = self._free_mask()
+        Jf = Jf[:, :, free]
+        keep = s > 0
+        n = int(keep.sum())
+        p_set = (np.abs(Jf[keep]) > 0).any(axis=0).sum(axis=1)  # (V,) coefficients each set depends on
+        dof = np.maximum(n - p_set, 1)
+        sigma2 = (s[:, None] * res ** 2).sum(axis=0) / dof
+        sigma2 = np.where(sigma2 > 0, sigma2, np.finfo(float).tiny)
+        A = np.einsum("nip,ni,niq->pq", Jf, s[:, None] / sigma2[None, :], Jf)
+        cov = np.zeros((self.n_params_, self.n_params_))
+        cov[np.ix_(free, free)] = pinvh(A, rtol=1e-12)
+        self._cov = (cov, dof)
+        return self._cov
+
+    def predict_interval(self, X: Any, *, level: float = 0.95, method: str = "delta", n_resamples: int = 200,
+                         rng: Any = None) -> Result:
+        """Point predictions with confidence intervals for the law (not for a new run's noise).
+
+        Parameters
+        ----------
+        X : array_like of shape (n, n_features_in_)
+        level : float, default 0.95
+            Confidence level, in (0, 1).
+        method : {'delta', 'bootstrap'}, default 'delta'
+            ``'delta'``: the Gauss-Newton covariance of ``coef_`` from the residual Jacobian of the fit (in
+            its space, log or linear), scaled per validation set by the residual variance
+            :math:`\\sum_n s_n r_n^2/(n - p)`, pseudo-inverted; the interval is the prediction
+            :math:`\\pm t_{n-p}` standard errors in the fit space (multiplicative for ``space='log'``).
+            ``'bootstrap'``: percentile intervals of the predictions of :meth:`bootstrap` refits.
+        n_resamples : int, default 200
+            Bootstrap refits (``'bootstrap'`` only).
+        rng : {None, int, numpy.random.Generator}, optional
+            Randomness of the resampling (``'bootstrap'`` only).
+
+        Returns
+        -------
+        Result
+            prediction : ndarray
+                :meth:`predict` (shape (n,) or (n, V)).
+            lower, upper : ndarray
+                Interval bounds, same shape.
+            std : ndarray
+                Standard error of the prediction (delta method, in loss units; or the bootstrap standard
+                deviation), same shape.
+            level : float
+            method : str
+
+        Notes
+        -----
+        Delta intervals need the Jacobian: for ``'data_mixing'`` at sizes other than its training sizes they
+        are NaN (the bootstrap covers them). Laws made by :meth:`from_params` have no training runs and refuse
+        both methods.
+        """
+        N, D, R = self._split_X(X)
+        level = check_real(level, "level", low=0, high=1, low_open=True, high_open=True)
+        method = check_option(method, "method", _METHODS)
+        pred = self._values(N, D, R)
+        if method == "delta":
+            cov, dof = self._covariance()
+            J = self._values(N, D, R, jac=True)[1]
+            var = np.einsum("nip,pq,niq->ni", J, cov, J)
+            std = np.sqrt(np.maximum(var, 0.0))
+            from scipy.stats import t as student_t
+
+            q = student_t.ppf(0.5 + level / 2, dof)[None, :]
+            if self.space == "log":
+                rel = std / pred
+                lower, upper = pred * np.exp(-q * rel), pred * np.exp(q * rel)
+            else:
+                lower, upper = pred - q * std, pred + q * std
+        else:
+            n_resamples = check_int(n_resamples, "n_resamples", minimum=2, maximum=1_000_000)
+            laws = self.bootstrap(n_resamples, rng=rng)
+            boot = np.stack([law._values(N, D, R) for law in laws])
+            lower = np.quantile(boot, 0.5 - level / 2, axis=0)
+            upper = np.quantile(boot, 0.5 + level / 2, axis=0)
+            std = boot.std(axis=0, ddof=1)
+        return Result(prediction=self._shape_out(pred), lower=self._shape_out(lower), upper=self._shape_out(upper),
+                      std=self._shape_out(std), level=level, method=method)
+
+    def bootstrap(self, n_resamples: int = 200, *, rng: Any = None) -> list["MixtureLaw"]:
+        """Refits on resampled training runs (cases), stratified by model size.
+
+        Each resample draws, for every training size, as many runs of that size as it had, with replacement.
+        Each refit starts from this law's parameters and from the profile start (not from ``n_starts`` random
+        starts: the bootstrap measures the sampling variability around this fit's optimum), with this law's
+        hyperparameters. The refits are spread over ``workers``; the result does not depend on it.
+
+        Parameters
+        ----------
+        n_resamples : int, default 200
+        rng : {None, int, numpy.random.Generator}, optional
+            One independent stream per resample.
+
+        Returns
+        -------
+        list of MixtureLaw
+            Fitted laws (usable as ``theta_samples`` of :func:`allocate_budget`).
+        """
+        N, D, R, Y, s, single = self._training("bootstrap")
+        n_resamples = check_int(n_resamples, "n_resamples", minimum=1, maximum=1_000_000)
+        gens = spawn_rngs(normalize_rng(rng), n_resamples)
+        strata = [np.flatnonzero(N == size) for size in np.unique(N)]
+        hp = self._check_hyper()
+        init = self.params_ if self.form != "capacity_kkt" else None
+        tasks = []
+        for g in gens:
+            idx = np.concatenate([g.choice(rows, size=rows.size, replace=True) for rows in strata])
+            tasks.append((self.get_params(), hp, (N[idx], None if D is None else D[idx], R[idx], Y[idx], s[idx],
+                                                  single), init, int(g.integers(2**63 - 1))))
+        with as_map(self.workers) as mapper:
+            bar = progress_bar(progress=self.progress, total=n_resamples, desc="MixtureLaw.bootstrap")
+            laws = []
+            try:
+                for law in mapper(_bootstrap_refit, tasks):
+                    laws.append(law)
+                    bar.update(1)
+            finally:
+                bar.close()
+        return laws
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Coefficient of determination R^2 of :meth:`predict` (scikit-learn's regressor score; several
+        validation sets are averaged uniformly).
+
+        Parameters
+        ----------
+        X : array_like of shape (n, n_features_in_)
+        y : array_like of shape (n,) or (n, V)
+        sample_weight : array_like of shape (n,), optional
+
+        Returns
+        -------
+        float
+        """
+        from sklearn.metrics import r2_score
+
+        return float(r2_score(y, self.predict(X), sample_weight=sample_weight, multioutput="uniform_average"))
+
+    # --------------------------------------------------------------------------------------------------------
     # 'data_mixing' at unseen sizes
     # --------------------------------------------------------------------------------------------------------
     def _dml_setup_anchors(self, N, R, Y, s) -> None:
@@ -1049,6 +1230,17 @@ class MixtureLaw(Estimator):
             Eout[i], theta[i] = best
         cache[size] = (Eout, theta)
         return cache[size]
+
+
+def _bootstrap_refit(task):
+    """One bootstrap refit (module level, so that a process pool can carry it)."""
+    params, hp, (N, D, R, Y, s, single), init, seed = task
+    law = MixtureLaw(**{**params, "workers": 1, "progress": False, "rng": seed})
+    fixed = law._check_fixed(hp, Y.shape[1], R.shape[1], 0, Y, s > 0)
+    with _one_blas_thread():
+        law._fit_arrays(hp, N, D, R, Y, s, single, fixed, rng=seed, workers=1, progress=False, init=init)
+    law._train = (N, D, R, Y, s, single)
+    return law
 
 
 # ------------------------------------------------------------------------------------------------------------
