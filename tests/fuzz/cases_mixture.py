@@ -141,7 +141,40 @@ OPTIMUM_BENCHMARK: list = [
 ]
 
 # --- budget allocation ------------------------------------------------------------------------------
-ALLOCATION: list = []
+_ALLOC_SIZES = np.geomspace(1e7, 2e8, 4)
+_ALLOC_MIX = np.array([[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]])
+
+
+def _alloc_law(V=1):
+    return _m().MixtureLaw.from_params("camel", {"E": np.full(V, 1.8), "theta": np.tile([0.3, 0.0], (V, 1)),
+                                                 "alpha": np.tile([0.3, 0.4], (V, 1))}, reference_size=1e8)
+
+
+def _allocate():
+    # four sizes (so that the catalogue's 1-, 5- and 0-long arrays do not fit) and three mixtures; the default
+    # reserve runs the Frank-Wolfe solver, so its options are reached
+    return _m().allocate_budget, (300.0, _ALLOC_SIZES, lambda N: N / 1e7, _alloc_law()), \
+        {"target_size": 1e9, "target_mixture": np.array([0.5, 0.5]), "mixtures": _ALLOC_MIX, "noise": 0.01,
+         "rng": 0}
+
+
+def _allocate_defaults():
+    # two outputs, the optimal mixture as target, Dirichlet candidate mixtures, bootstrap-like samples
+    law = _alloc_law(2)
+    return _m().allocate_budget, (300.0, _ALLOC_SIZES, _ALLOC_SIZES / 1e7, law), \
+        {"target_size": 1e9, "n_mixtures": 3, "noise": 0.01, "theta_samples": [law, _alloc_law(2)],
+         "weights": np.array([0.3, 0.7]), "rng": 0}
+
+
+_ALLOC_POS = {"budget": 0, "candidate_sizes": 1, "cost_fn": 2, "law": 3}
+ALLOCATION: list = [
+    # None is the documented default of benchmark and theta_samples
+    Case("numtk.mixture.allocate_budget", _allocate, {}, positional=_ALLOC_POS,
+         skip={"benchmark": ("None",), "theta_samples": ("None",)}),
+    Case("numtk.mixture.allocate_budget[defaults]", _allocate_defaults,
+         {"n_mixtures": "count", "weights": "array1d", "theta_samples": "option", "target_size": "real>0",
+          "rng": "rng"}, positional=_ALLOC_POS, skip={"theta_samples": ("None",)}),
+]
 
 # --- planted worlds ---------------------------------------------------------------------------------
 def _planted():

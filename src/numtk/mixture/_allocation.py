@@ -56,6 +56,16 @@ def _check_law(law: Any, name: str) -> tuple[int, int, bool]:
     return M, V, bool(getattr(law, "uses_tokens_", False))
 
 
+def _is_scalar(x: Any, name: str) -> bool:
+    """Whether ``x`` is a scalar (not an array); a TypeError naming ``name`` for ragged nested sequences."""
+    if isinstance(x, np.ndarray):
+        return False
+    try:
+        return np.ndim(x) == 0
+    except ValueError:
+        raise TypeError(f"`{name}` must be array-like with a regular shape; got ragged nested sequences") from None
+
+
 def _positive_vector(x: Any, name: str, S: int) -> np.ndarray:
     arr = as_array(x, name)
     if arr.ndim != 1 or arr.shape[0] != S:
@@ -70,7 +80,7 @@ def _per_size(fn: Any, sizes: np.ndarray, name: str) -> np.ndarray:
     """A callable (vectorised or not) or an array of one value per candidate size, as finite positive floats."""
     S = sizes.size
     if isinstance(fn, (str, bytes)) or not callable(fn):
-        if isinstance(fn, (bool, np.bool_)) or np.ndim(fn) == 0 and not isinstance(fn, np.ndarray):
+        if isinstance(fn, (bool, np.bool_)) or _is_scalar(fn, name):
             raise TypeError(f"`{name}` must be a callable of the model size or an array of one value per "
                             f"candidate size ({S}); got {type(fn).__name__}")
         return _positive_vector(fn, name, S)
@@ -98,7 +108,7 @@ def _per_size(fn: Any, sizes: np.ndarray, name: str) -> np.ndarray:
 
 def _check_mixtures(R: Any, name: str, M: int, *, ndim: int) -> np.ndarray:
     R = as_array(R, name, ndim=ndim).astype(np.float64)
-    R2 = R.reshape(-1, R.shape[-1]) if R.ndim == 2 else R[None, :]
+    R2 = R if R.ndim == 2 else R[None, :]
     if R2.shape[0] == 0:
         raise ValueError(f"`{name}` must hold at least one mixture")
     if R2.shape[1] != M:
@@ -236,6 +246,8 @@ def _elfving_lp(Zc: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, float]:
     from scipy.optimize import linprog
 
     K, r = Zc.shape
+    h_norm = float(np.linalg.norm(h))
+    h = h / h_norm                       # the design does not depend on the scale of g; the variance goes as |g|^2
     scale = np.maximum(np.abs(Zc).max(axis=0), np.abs(h))
     scale[scale == 0] = 1.0
     A = np.empty((r + 1, 2 * K + 1))
@@ -264,7 +276,7 @@ def _elfving_lp(Zc: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, float]:
         pi[supp] = np.abs(a) / l1
         pi = _clean(pi)
         variance = l1 ** 2
-    return pi, variance
+    return pi, variance * h_norm ** 2
 
 
 def _elfving_socp(Zc: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, float]:
@@ -276,6 +288,8 @@ def _elfving_socp(Zc: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, float]:
 
     cp = import_optional("cvxpy", purpose="allocate_budget(multiresponse=True)")
     K, B, r = Zc.shape
+    h_norm = float(np.linalg.norm(h))
+    h = h / h_norm
     flat = Zc.reshape(K * B, r)
     scale = np.maximum(np.abs(flat).max(axis=0), np.abs(h))
     scale[scale == 0] = 1.0
@@ -293,7 +307,7 @@ def _elfving_socp(Zc: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, float]:
     # an interior-point solution: off the support the weights are small but not zero (the Frank-Wolfe polish
     # that follows restores any point dropped here)
     pi = _clean(np.linalg.norm(np.asarray(v.value).reshape(K, B), axis=1), 1e-5)
-    return pi, 1.0 / float(t.value) ** 2
+    return pi, h_norm ** 2 / float(t.value) ** 2
 
 
 def _information(Zc: np.ndarray, pi: np.ndarray) -> np.ndarray:
@@ -303,7 +317,8 @@ def _information(Zc: np.ndarray, pi: np.ndarray) -> np.ndarray:
 
 
 def _stack(problems: list[_Problem], costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Cost-scaled rows (P, K, B, r_max) and gradients (P, r_max), zero-padded to a common rank."""
+    """Cost-scaled rows (P, K, B, r_max) and gradients (P, r_max), zero-padded to a common rank, the gradients
+    divided by the largest norm."""
     r = max(p.rank for p in problems)
     K, B = problems[0].Z.shape[:2]
     Zc = np.zeros((len(problems), K, B, r))
@@ -311,7 +326,8 @@ def _stack(problems: list[_Problem], costs: np.ndarray) -> tuple[np.ndarray, np.
     for i, p in enumerate(problems):
         Zc[i, :, :, :p.rank] = p.Z / np.sqrt(costs)[:, None, None]
         H[i, :p.rank] = p.h
-    return Zc, H
+    # one common scale (the designs do not depend on it; the mean over samples keeps its weights)
+    return Zc, H / np.linalg.norm(H, axis=1).max()
 
 
 def _line_search(Ais: np.ndarray, H: np.ndarray, Dir: np.ndarray, gmax: float) -> tuple[float, float]:
@@ -459,9 +475,10 @@ def _variance(Z: np.ndarray, h: np.ndarray, n: np.ndarray) -> float:
 
 
 def _round(Zs: np.ndarray, H: np.ndarray, pi: np.ndarray, costs: np.ndarray, budget: float,
-           max_steps: int) -> tuple[np.ndarray, int]:
-    """Floor the continuous runs, then add the run with the largest (mean) variance reduction per unit cost
-    that still fits the budget, until none fits (or none reduces the variance, or ``max_steps``).
+           max_steps: int, *, floor: bool = True) -> tuple[np.ndarray, int]:
+    """Floor the continuous runs (none with ``floor=False``), then add the run with the largest (mean) variance
+    reduction per unit cost that still fits the budget, until none fits (or none reduces the variance, or
+    ``max_steps``).
 
     ``Zs`` (P, K, B, r) are the rows of one run (not cost-scaled). The information of the runs carries a ridge
     RIDGE * budget * tr(M(pi)) so that a design that does not yet identify the target has a large, finite
@@ -469,7 +486,7 @@ def _round(Zs: np.ndarray, H: np.ndarray, pi: np.ndarray, costs: np.ndarray, bud
     Woodbury's identity (rank B per run) and recomputed every 64 steps.
     """
     nP, K, B, r = Zs.shape
-    n = np.floor(pi * budget / costs * (1 + 1e-12)).astype(np.int64)
+    n = np.floor(pi * budget / costs * (1 + 1e-12) * floor).astype(np.int64)
     spent = float(n @ costs)
     if spent > budget:  # the 1e-12 guard overshot
         n = np.floor(pi * budget / costs).astype(np.int64)
@@ -829,7 +846,7 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
             raise ValueError("`noise` is required: the law has no positive finite residual_std_ "
                              f"(got {getattr(law, 'residual_std_', None)!r}); pass the log-loss noise level")
         sigma_log = np.full(S, sig)
-    elif isinstance(noise, (bool, np.bool_)) or np.ndim(noise) == 0 and not isinstance(noise, np.ndarray):
+    elif isinstance(noise, (bool, np.bool_)) or _is_scalar(noise, "noise"):
         sigma_log = np.full(S, check_real(noise, "noise", low=0.0, low_open=True))
     else:
         sigma_log = _positive_vector(noise, "noise", S)
@@ -878,7 +895,8 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
         # ---- the linearised problems ------------------------------------------------------------------
         X = _features(np.repeat(sizes, m), np.tile(Q, (S, 1)), None if tok is None else np.repeat(tok, m))
         Xt = _features(np.array([target_size]), r_star[None, :], None if t_tok is None else np.array([t_tok]))
-        sig_k = np.repeat(sigma_log, m)
+        sig_scale = float(sigma_log.max())    # factored out (a noise of 1e-308 or 1e308 must not overflow)
+        sig_k = np.repeat(sigma_log / sig_scale, m)
         cost_k = np.repeat(costs, m)
         if budget < costs.min():
             raise ValueError(f"`budget` ({budget!r}) buys no run: the cheapest run (`cost_fn`) costs {costs.min()!r}")
@@ -925,21 +943,30 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
         # ---- rounding ------------------------------------------------------------------------------------
         Zs, H = _stack(problems, np.ones(K))
         n, _ = _round(Zs, H, pi, cost_k, budget, max_rounding)
-
         var_run = _variance(pilot.Z, pilot.h, n)
-        var_design = _variance(pilot.Z, pilot.h, pi * budget / cost_k)
+        if not math.isfinite(var_run):
+            # a budget too small for the floored support: the greedy alone, from no run, may still find runs
+            # that identify the target (tiny budgets)
+            n0, _ = _round(Zs, H, pi, cost_k, budget, max_rounding, floor=False)
+            var0 = _variance(pilot.Z, pilot.h, n0)
+            if math.isfinite(var0):
+                n, var_run = n0, var0
+        std_design = math.sqrt(_variance(pilot.Z, pilot.h, pi * budget / cost_k)) * sig_scale
+        std = math.sqrt(var_run) * sig_scale
         std_samples = None
         if samples is not None:
-            std_samples = np.sqrt([_variance(p.Z, p.h, n) for p in problems])
+            std_samples = np.sqrt([_variance(p.Z, p.h, n) for p in problems]) * sig_scale
         if not math.isfinite(var_run):
             import warnings
             warnings.warn("allocate_budget: the rounded runs do not identify the target prediction (the budget is "
                           "too small for the design's support); std is inf", NumtkWarning, stacklevel=2)
+        elif not (math.isfinite(std) and math.isfinite(std_design)):
+            raise ValueError("`noise` is so large that the predicted standard deviation overflows")
         design = pi.reshape(S, m)
         runs = n.reshape(S, m)
         support = np.argwhere(design > 0).astype(np.int64)
         return Result(runs=runs, runs_per_size=runs.sum(axis=1), mixtures=Q, cost=float(n @ cost_k),
-                      budget_fraction=design.sum(axis=1), design=design, std=math.sqrt(var_run),
-                      std_design=math.sqrt(var_design), std_samples=std_samples, support=support, run_cost=costs,
+                      budget_fraction=design.sum(axis=1), design=design, std=std,
+                      std_design=std_design, std_samples=std_samples, support=support, run_cost=costs,
                       target_mixture=r_star, target_value=pilot.target_value, n_iter=int(n_iter),
                       success=bool(converged), message=what)
