@@ -379,6 +379,32 @@ def test_rounding_against_brute_force(degree):
     assert np.mean(ratios < 1 + 1e-9) >= 0.6 and ratios.max() < 1.07
 
 
+@pytest.mark.parametrize("V,multi", [(1, False), (2, False), (2, True)])
+def test_rounding_equals_a_plain_greedy(V, multi):
+    # the incremental (Woodbury) greedy against the rule written out: floor, then the run with the largest
+    # variance reduction per unit cost that fits, each variance solved afresh; costs spanning 600x leave
+    # dozens of runs to add (past the 64-step refresh)
+    law = _camel(V=V, M=2, seed=7)
+    costs = np.array([1.0, 3.0, 10.0, 40.0, 150.0, 600.0])
+    res = allocate_budget(6000.0, SIZES6, costs, law, target_size=1e9, target_mixture=[0.5, 0.5], mixtures=MIX4,
+                          noise=0.01, reserve=0.2, multiresponse=multi)
+    F, g = _rows(law, SIZES6, MIX4, 0.01, multi=multi, target=(1e9, [0.5, 0.5]))
+    ck = np.repeat(costs, 4)
+    n = np.floor(res.design.ravel() * 6000.0 / ck * (1 + 1e-12)).astype(np.int64)
+    steps = 0
+    while True:
+        fits = np.flatnonzero(ck <= (6000.0 - n @ ck) * (1 + 1e-12))
+        if not fits.size:
+            break
+        v0 = _run_variance(F, g, n)
+        gains = [(v0 - _run_variance(F, g, n + np.eye(len(n), dtype=np.int64)[k])) / ck[k] for k in fits]
+        n[fits[int(np.argmax(gains))]] += 1
+        steps += 1
+    assert steps > 50
+    np.testing.assert_array_equal(res.runs.ravel(), n)
+    assert res.cost == pytest.approx(float(n @ ck))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # safeguards, targets, defaults
 # ---------------------------------------------------------------------------------------------------------
