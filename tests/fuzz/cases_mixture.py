@@ -15,7 +15,125 @@ def _m():
 
 
 # --- laws: MixtureLaw, mixture_features -------------------------------------------------------------
-LAW: list = []
+def _law_data(tokens=False):
+    """30 planted runs: 5 sizes x 6 mixtures of 3 domains, 2 validation sets (a camel law, small noise)."""
+    rng = np.random.default_rng(0)
+    mixes = rng.dirichlet(np.ones(3), 6)
+    N = np.repeat(np.geomspace(1e7, 1e8, 5), 6)
+    R = np.tile(mixes, (5, 1))
+    D = np.exp(rng.uniform(np.log(1e9), np.log(1e10), N.size)) if tokens else None
+    params = {"E": [1.6, 1.8], "theta": [[0.2, 0.5, 0.1], [0.4, 0.0, 0.3]], "alpha": [[0.2, 0.3, 0.1], [0.1, 0.4, 0.2]]}
+    if tokens:
+        params.update(zeta=[-1.5, -2.0], beta=[0.3, 0.2])
+    planted = _m().MixtureLaw.from_params("camel", params, reference_size=3e7, reference_tokens=3e9)
+    X = _m().mixture_features(N, R, tokens=D)
+    return X, planted.predict(X) * np.exp(1e-3 * rng.standard_normal((N.size, 2)))
+
+
+_LAW = None
+
+
+def _law():
+    global _LAW
+    if _LAW is None:
+        X, y = _law_data()
+        _LAW = _m().MixtureLaw(n_starts=2, rng=0).fit(X, y)
+    return _LAW
+
+
+def _law_ctor():
+    """Constructor parameters are validated by ``fit``: build with the fuzzed parameter, then fit."""
+    X, y = _law_data()
+
+    def build_and_fit(**kw):
+        return _m().MixtureLaw(**{"n_starts": 2, "rng": 0, **kw}).fit(X, y).coef_
+
+    return build_and_fit, (), {"form": "camel"}
+
+
+def _law_ctor_tokens():
+    X, y = _law_data(tokens=True)
+
+    def build_and_fit(**kw):
+        return _m().MixtureLaw(**{"n_starts": 2, "rng": 0, "data_term": True, **kw}).fit(X, y).coef_
+
+    return build_and_fit, (), {"reference_tokens": 3e9}
+
+
+def _law_fit():
+    X, y = _law_data()
+    return _m().MixtureLaw(n_starts=2, rng=0).fit, (X, y[:, 0]), {"sample_weight": np.ones(len(y))}
+
+
+def _law_method(name, **kw):
+    def make():
+        X, _ = _law_data()
+        return getattr(_law(), name), (X[:4],), kw
+    return make
+
+
+def _law_score():
+    X, y = _law_data()
+    return _law().score, (X, y), {"sample_weight": np.ones(len(y))}
+
+
+def _law_bootstrap():
+    return _law().bootstrap, (), {"n_resamples": 2, "rng": 0}
+
+
+def _law_interval_bootstrap():
+    X, _ = _law_data()
+    return _law().predict_interval, (X[:4],), {"method": "bootstrap", "n_resamples": 2, "rng": 0}
+
+
+def _law_gradient():
+    return _law().mixture_gradient, (1e9, np.array([0.2, 0.3, 0.5])), {}
+
+
+def _law_from_params():
+    params = {"E": [1.6], "theta": [[0.2, 0.5, 0.1]], "alpha": [[0.2, 0.3, 0.1]]}
+    return _m().MixtureLaw.from_params, ("camel", params), {"reference_size": 3e7}
+
+
+def _law_from_params_dml():
+    params = {"sizes": [1e7, 3e7, 1e8], "E": np.full((3, 1), 1.5), "theta": np.zeros((3, 1, 2))}
+    return _m().MixtureLaw.from_params, ("data_mixing", params), {}
+
+
+def _features():
+    return _m().mixture_features, (np.array([1e7, 1e8]), np.array([[0.5, 0.5], [0.2, 0.8]])), {"tokens": 1e9}
+
+
+LAW: list = [
+    Case("numtk.mixture.MixtureLaw", _law_ctor,
+         {"form": "option", "loss": "option", "space": "option", "delta": "real>0", "n_starts": "count",
+          "reference_size": "real>0", "fixed": "mapping", "rng": "rng", "workers": "workers", "progress": "bool",
+          "data_term": "bool"}, timeout=60),
+    Case("numtk.mixture.MixtureLaw[tokens]", _law_ctor_tokens, {"reference_tokens": "real>0"}, timeout=60),
+    Case("numtk.mixture.MixtureLaw.fit", _law_fit,
+         {"X": "array2d", "y": ("array1d", "array2d"), "sample_weight": "array1d"}, positional={"X": 0, "y": 1}),
+    Case("numtk.mixture.MixtureLaw.predict", _law_method("predict"), {"X": "array2d"}, positional={"X": 0}),
+    Case("numtk.mixture.MixtureLaw.jacobian", _law_method("jacobian"), {"X": "array2d"}, positional={"X": 0}),
+    Case("numtk.mixture.MixtureLaw.predict_interval", _law_method("predict_interval"),
+         {"X": "array2d", "level": "prob_open", "method": "option", "n_resamples": "count", "rng": "rng"},
+         positional={"X": 0}, skip={"method": ("None",)}),
+    Case("numtk.mixture.MixtureLaw.predict_interval[bootstrap]", _law_interval_bootstrap,
+         {"n_resamples": "count", "rng": "rng"}),
+    Case("numtk.mixture.MixtureLaw.bootstrap", _law_bootstrap, {"n_resamples": "count", "rng": "rng"}),
+    Case("numtk.mixture.MixtureLaw.score", _law_score,
+         {"X": "array2d", "y": ("array1d", "array2d"), "sample_weight": "array1d"}, positional={"X": 0, "y": 1}),
+    Case("numtk.mixture.MixtureLaw.mixture_gradient", _law_gradient,
+         {"model_size": "real>0", "mixture": "array1d", "tokens": "real>0"},
+         positional={"model_size": 0, "mixture": 1}),
+    Case("numtk.mixture.MixtureLaw.from_params", _law_from_params,
+         {"form": "option", "params": "mapping", "reference_size": "real>0", "reference_tokens": "real>0"},
+         positional={"form": 0, "params": 1}),
+    Case("numtk.mixture.MixtureLaw.from_params[data_mixing]", _law_from_params_dml, {"params": "mapping"},
+         positional={"params": 1}),
+    Case("numtk.mixture.mixture_features", _features,
+         {"model_sizes": ("real>0", "array1d"), "mixtures": ("array1d", "array2d"), "tokens": ("real>0", "array1d")},
+         positional={"model_sizes": 0, "mixtures": 1}),
+]
 
 # --- capacity-KKT law and Chinchilla ----------------------------------------------------------------
 KKT_CHINCHILLA: list = []

@@ -84,14 +84,17 @@ def _offsets(shapes: dict[str, tuple[int, ...]]) -> dict[str, int]:
 # features
 # ------------------------------------------------------------------------------------------------------------
 def _check_mixtures(R: np.ndarray, name: str) -> np.ndarray:
-    """Rows >= 0 summing to 1 within 1e-6, renormalised (a new array)."""
+    """Rows >= 0 summing to 1 within 1e-6, renormalised (``R`` itself when already normalised to round-off)."""
     if R.size and R.min() < 0:
         raise ValueError(f"`{name}` mixture weights must be >= 0; got a minimum of {R.min():.3g}")
     sums = R.sum(axis=1)
-    if R.shape[0] and np.max(np.abs(sums - 1.0)) > _SIMPLEX_TOL:
+    dev = np.max(np.abs(sums - 1.0)) if R.shape[0] else 0.0
+    if dev > _SIMPLEX_TOL:
         bad = int(np.argmax(np.abs(sums - 1.0)))
         raise ValueError(f"`{name}` mixture rows must sum to 1 (within {_SIMPLEX_TOL:g}); row {bad} sums to "
                          f"{sums[bad]:.9g}")
+    if dev <= 1e-14:  # already normalised to round-off: dividing would change nothing that matters
+        return R
     return R / sums[:, None]
 
 
@@ -195,10 +198,12 @@ def _eval_exp_forms(form, P, N, D, R, N0, D0, *, jac=False, grad_r=False):
     n, M = R.shape
     E = P["E"]
     V = E.shape[0]
-    ell = np.log(N / N0)
+    ell = np.log(N) - math.log(N0)  # not log(N / N0): the ratio can overflow
     if form == "camel":
-        phi = R @ P["theta"].T - ell[:, None] * (R @ P["alpha"].T)
-        e = np.exp(phi)
+        both = R @ np.vstack([P["theta"], P["alpha"]]).T      # one pass over R: (n, 2V)
+        phi = both[:, :V]
+        phi -= ell[:, None] * both[:, V:]
+        e = np.exp(phi, out=phi)
         value = E + e
     elif form == "separable":
         phi = R @ P["theta"].T - ell[:, None] * P["alpha"]
@@ -210,7 +215,7 @@ def _eval_exp_forms(form, P, N, D, R, N0, D0, *, jac=False, grad_r=False):
         value = E + e_size + e
     data = "zeta" in P
     if data:
-        lD = np.log(D / D0)
+        lD = np.log(D) - math.log(D0)
         e_data = np.exp(P["zeta"] - lD[:, None] * P["beta"])
         value = value + e_data
     out = [value]
@@ -446,6 +451,7 @@ class MixtureLaw(Estimator):
     # planted laws
     # --------------------------------------------------------------------------------------------------------
     @classmethod
+    @constraints(form="option", params="mapping", reference_size="real>0", reference_tokens="real>0")
     def from_params(cls, form: str, params: dict, *, reference_size: float | None = None,
                     reference_tokens: float | None = None) -> "MixtureLaw":
         """A fitted law from its parameters (planted laws, laws from a paper).
@@ -476,6 +482,10 @@ class MixtureLaw(Estimator):
             A law with every fitted attribute set (``loss_`` and ``residual_std_`` NaN, ``starts_`` empty).
         """
         check_option(form, "form", _FORMS)
+        if reference_size is not None:
+            check_real(reference_size, "reference_size", low=0, low_open=True)
+        if reference_tokens is not None:
+            check_real(reference_tokens, "reference_tokens", low=0, low_open=True)
         if not isinstance(params, dict):
             raise TypeError(f"`params` must be a dict of arrays; got {type(params).__name__}")
         params = dict(params)
@@ -691,6 +701,7 @@ class MixtureLaw(Estimator):
     def _shape_out(self, A: np.ndarray) -> np.ndarray:
         return A[:, 0] if self._single_output else A
 
+    @constraints(X="array2d")
     def predict(self, X: Any) -> np.ndarray:
         """Predicted losses.
 
@@ -707,6 +718,7 @@ class MixtureLaw(Estimator):
         N, D, R = self._split_X(X)
         return self._shape_out(self._values(N, D, R))
 
+    @constraints(X="array2d")
     def jacobian(self, X: Any) -> np.ndarray:
         """Derivatives of the predictions with respect to ``coef_``.
 
@@ -724,6 +736,7 @@ class MixtureLaw(Estimator):
         N, D, R = self._split_X(X)
         return self._values(N, D, R, jac=True)[1]
 
+    @constraints(model_size="real>0", mixture="array1d", tokens="real>0")
     def mixture_gradient(self, model_size: float, mixture: Any, *, tokens: float | None = None
                          ) -> tuple[np.ndarray, np.ndarray]:
         """The law at one size and one mixture, and its gradient with respect to the mixture weights.
@@ -756,6 +769,9 @@ class MixtureLaw(Estimator):
             if tokens is None:
                 raise ValueError("`tokens` is required: this law uses tokens")
             D = np.array([check_real(tokens, "tokens", low=0, low_open=True)])
+        elif tokens is not None:
+            check_real(tokens, "tokens", low=0, low_open=True)
+            raise ValueError("`tokens` must be None: this law does not use tokens")
         value, G = self._values(np.array([N]), D, r, grad_r=True)
         return value[0], G[0]
 
@@ -805,7 +821,7 @@ class MixtureLaw(Estimator):
             D = X[:, 1].copy()
             if D.min() <= 0:
                 raise ValueError(f"`X` column 1 (tokens) must be > 0; got a minimum of {D.min():.3g}")
-        R = _check_mixtures(X[:, first:], "X")
+        R = np.array(_check_mixtures(X[:, first:], "X"))  # a copy: the training runs are kept
         Y = as_array(y, "y")
         if Y.ndim not in (1, 2):
             raise ValueError(f"`y` must be 1-D (one validation set) or 2-D (runs x validation sets); got shape "
@@ -885,6 +901,7 @@ class MixtureLaw(Estimator):
             out[key] = arr
         return out
 
+    @constraints(X="array2d", y=("array1d", "array2d"), sample_weight="array1d")
     def fit(self, X: Any, y: Any, *, sample_weight: Any = None) -> "MixtureLaw":
         """Fit the law to training runs.
 
@@ -1035,6 +1052,7 @@ class MixtureLaw(Estimator):
         self._cov = (cov, dof)
         return self._cov
 
+    @constraints(X="array2d", level="prob_open", method="option", n_resamples="count", rng="rng")
     def predict_interval(self, X: Any, *, level: float = 0.95, method: str = "delta", n_resamples: int = 200,
                          rng: Any = None) -> Result:
         """Point predictions with confidence intervals for the law (not for a new run's noise).
@@ -1077,6 +1095,8 @@ class MixtureLaw(Estimator):
         N, D, R = self._split_X(X)
         level = check_real(level, "level", low=0, high=1, low_open=True, high_open=True)
         method = check_option(method, "method", _METHODS)
+        n_resamples = check_int(n_resamples, "n_resamples", minimum=2, maximum=1_000_000)
+        normalize_rng(rng)  # checked whatever the method (a Generator passes through unchanged)
         pred = self._values(N, D, R)
         if method == "delta":
             cov, dof = self._covariance()
@@ -1092,7 +1112,6 @@ class MixtureLaw(Estimator):
             else:
                 lower, upper = pred - q * std, pred + q * std
         else:
-            n_resamples = check_int(n_resamples, "n_resamples", minimum=2, maximum=1_000_000)
             laws = self.bootstrap(n_resamples, rng=rng)
             boot = np.stack([law._values(N, D, R) for law in laws])
             lower = np.quantile(boot, 0.5 - level / 2, axis=0)
@@ -1101,6 +1120,7 @@ class MixtureLaw(Estimator):
         return Result(prediction=self._shape_out(pred), lower=self._shape_out(lower), upper=self._shape_out(upper),
                       std=self._shape_out(std), level=level, method=method)
 
+    @constraints(n_resamples="count", rng="rng")
     def bootstrap(self, n_resamples: int = 200, *, rng: Any = None) -> list["MixtureLaw"]:
         """Refits on resampled training runs (cases), stratified by model size.
 
@@ -1120,9 +1140,10 @@ class MixtureLaw(Estimator):
         list of MixtureLaw
             Fitted laws (usable as ``theta_samples`` of :func:`allocate_budget`).
         """
-        N, D, R, Y, s, single = self._training("bootstrap")
         n_resamples = check_int(n_resamples, "n_resamples", minimum=1, maximum=1_000_000)
-        gens = spawn_rngs(normalize_rng(rng), n_resamples)
+        gen = normalize_rng(rng)
+        N, D, R, Y, s, single = self._training("bootstrap")
+        gens = spawn_rngs(gen, n_resamples)
         strata = [np.flatnonzero(N == size) for size in np.unique(N)]
         hp = self._check_hyper()
         init = self.params_ if self.form != "capacity_kkt" else None
@@ -1142,6 +1163,7 @@ class MixtureLaw(Estimator):
                 bar.close()
         return laws
 
+    @constraints(X="array2d", y=("array1d", "array2d"), sample_weight="array1d")
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """Coefficient of determination R^2 of :meth:`predict` (scikit-learn's regressor score; several
         validation sets are averaged uniformly).
@@ -1158,7 +1180,22 @@ class MixtureLaw(Estimator):
         """
         from sklearn.metrics import r2_score
 
-        return float(r2_score(y, self.predict(X), sample_weight=sample_weight, multioutput="uniform_average"))
+        pred = self.predict(X)
+        Y = as_array(y, "y")
+        if Y.shape != pred.shape:
+            raise ValueError(f"`y` must have the shape of the predictions, {pred.shape} (one row per run of `X`); "
+                             f"got {Y.shape}")
+        Y = Y.astype(np.float64)
+        check_finite(Y, "y")
+        w = None
+        if sample_weight is not None:
+            w = as_array(sample_weight, "sample_weight", ndim=1).astype(np.float64)
+            if w.shape[0] != pred.shape[0]:
+                raise ValueError(f"`sample_weight` must have one weight per run ({pred.shape[0]}); got {w.shape[0]}")
+            check_finite(w, "sample_weight")
+            if w.size and (w.min() < 0 or not w.sum() > 0):
+                raise ValueError("`sample_weight` must be >= 0 with a positive entry")
+        return float(r2_score(Y, pred, sample_weight=w, multioutput="uniform_average"))
 
     # --------------------------------------------------------------------------------------------------------
     # 'data_mixing' at unseen sizes
@@ -1577,7 +1614,10 @@ def _ls_starts(prob, z_base, E_values):
     Yt = (np.log(target[rows]) - (G[rows] @ fixed_nat)[:, None]) * w
     A = (G[rows] @ prob.T[idx][:, gsel]) * w
     if A.shape[1]:
-        sol, *_ = np.linalg.lstsq(A, Yt, rcond=None)
+        try:
+            sol, *_ = np.linalg.lstsq(A, Yt, rcond=None)
+        except np.linalg.LinAlgError:  # regressors far beyond float range (an absurd reference size)
+            return Z, np.full(E_values.size, np.inf)
         sse = np.sum((Yt - A @ sol) ** 2, axis=0)
         for k, g in enumerate(gsel):
             cols = np.flatnonzero(prob.T[:, g])
@@ -1671,8 +1711,8 @@ def _set_fixed(fixed, i):
 def _fit_exp(form, N, D, R, Y, s, fixed, hp, N0, D0, gen, mapper, progress, init):
     """camel / separable / additive: per validation set, starts, then L-BFGS-B over (set, start) pairs."""
     V, M = Y.shape[1], R.shape[1]
-    ell = np.log(N / N0)
-    lD = np.log(D / D0) if hp["data_term"] else None
+    ell = np.log(N) - math.log(N0)  # not log(N / N0): the ratio can overflow
+    lD = np.log(D) - math.log(D0) if hp["data_term"] else None
     n_starts = hp["n_starts"]
     sep = None
     if form in ("camel", "additive") and init is None:
