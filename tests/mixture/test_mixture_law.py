@@ -674,3 +674,19 @@ def test_from_params_validates(form, params, match):
         MixtureLaw.from_params(form, params, reference_size=1e8)
     with pytest.raises(ValueError, match="`reference_size`"):
         MixtureLaw.from_params("camel", {"E": [1.0], "theta": [[0.1, 0.2]], "alpha": [[0.1, 0.2]]})
+
+
+def test_few_runs_warn_and_progress_bar_runs(capsys):
+    from numtk._lib import NumtkWarning
+
+    N, R, _ = _design(M=3, n_mix=1)
+    y = ref.camel(_planted("camel", 1, 3), N, R, N0)[:, 0]
+    with pytest.warns(NumtkWarning, match="poorly determined"):
+        MixtureLaw("camel", n_starts=2, rng=0).fit(mixture_features(N, R), y)
+    N, R, _ = _design(M=3, n_mix=4)
+    y = ref.camel(_planted("camel", 1, 3), N, R, N0)[:, 0]
+    quiet = MixtureLaw("separable", n_starts=2, rng=0).fit(mixture_features(N, R), y)
+    pytest.importorskip("tqdm")
+    shown = MixtureLaw("separable", n_starts=2, rng=0, progress=True).fit(mixture_features(N, R), y)
+    np.testing.assert_array_equal(shown.coef_, quiet.coef_)
+    assert "MixtureLaw" in capsys.readouterr().err

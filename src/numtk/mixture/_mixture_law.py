@@ -332,8 +332,9 @@ class MixtureLaw(Estimator):
         Randomness of the random starts (one independent stream per validation set and start, so the fit
         does not depend on ``workers``).
     workers : int or map-like callable, default 1
-        Processes (or a ``map``-like callable) over the (validation set, start) refinements and the bootstrap
-        resamples; results do not depend on it.
+        Processes (or a ``map``-like callable) over the refinement tasks (one per validation set, and per size
+        for ``'data_mixing'``, each refining all its starts) and over the bootstrap resamples; results do not
+        depend on it.
     progress : bool, default False
         Show a tqdm bar over the refinements.
 
@@ -396,12 +397,25 @@ class MixtureLaw(Estimator):
     has none of the gauge redundancy of the :math:`(k, t)` form, and keeps every exponent positive on the
     whole simplex. The prior forms are implemented as published.
 
-    **Fit.** Validation sets are independent. Per set, the profile start solves the least squares of
-    :math:`\log(L - E)` on the law's log-linear regressors for 64 values of E and polishes the best with
-    bounded Brent; random starts draw E uniformly; each start is refined with L-BFGS-B on
-    :math:`(E, \theta, \log\alpha)` with analytic gradients, :math:`0 \le E < \min L`,
-    :math:`10^{-4} \le \alpha \le 5`; the lowest objective is kept. Exponent fits need three distinct sizes
-    unless E is fixed.
+    **Fit.** Validation sets are independent. Per set, the profile start solves the (weighted) least squares
+    of :math:`\log(L - E)` on the law's log-linear regressors for 64 values of E (uniform in
+    :math:`\log(\min L - E)`) and polishes the best with bounded Brent; random starts draw
+    :math:`E \sim U(0, 0.99\min L)` from ``rng``, solve the same least squares and jitter the exponents by
+    :math:`e^{N(0, 0.3^2)}`; ``'additive'`` starts from the fitted separable law (its size factor becomes
+    the size term). Every start is refined by L-BFGS-B (SciPy's routine; ftol 1e-15, gtol 1e-10) on
+    :math:`(E, \theta, \log\alpha)` with analytic gradients, :math:`0 \le E \le (1 - 10^{-9})\min L`,
+    :math:`10^{-4} \le \alpha \le 5`, minimising :math:`\sum_n s_n \rho(\log\hat L_n - \log L_n)`;
+    the lowest objective is kept. The starts of a set advance together, so that one vectorised evaluation
+    serves all of them. Exponent fits need three distinct sizes unless E is fixed.
+
+    **Unseen sizes of 'data_mixing'.** The mixtures run at three or more training sizes (at least M + 1 of
+    them) are extrapolated with Ye et al.'s size law, :math:`E_{mi} + \exp(\kappa_{mi} - \alpha\ell)`
+    with one :math:`\alpha` for every mixture and set (same residual loss), and the per-size law is fitted to
+    the extrapolated losses; the result is memoised per size. Its prediction depends on the training losses,
+    not on ``coef_``, so :meth:`jacobian` and delta intervals are NaN there.
+
+    **Uncertainty.** :meth:`predict_interval` gives delta-method intervals (the Gauss-Newton covariance of the
+    fit) or bootstrap percentile intervals (:meth:`bootstrap`: runs resampled within each size).
 
     References
     ----------
