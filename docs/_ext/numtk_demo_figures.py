@@ -105,6 +105,12 @@ def _puzzlemoe(demo, path: str) -> None:
     demo.plot_threshold_sweep(demo.threshold_sweep(np.linspace(0.0, 1.0, 11), shape=(512, 512)), path)
 
 
+def _camel(demo, path: str) -> None:
+    # the planted world of the demo at its quick setting (20 mixtures x 5 proxy sizes, 8 starts per law): the laws'
+    # predictions at the target size, and the optimal mixture against size, true and CAMEL's, at 17 sizes
+    demo.plot_world(demo.planted_world(quick=True), path)
+
+
 @dataclass(frozen=True)
 class DemoFigure:
     """How the docs draw one demo's figure."""
@@ -138,6 +144,11 @@ FIGURES: dict[str, DemoFigure] = {
                             "experts (standard deviation 0.02, no norms) and on the digits MoE's 8 experts merged in "
                             "4 pairs with the routed Wanda norms; ``python -m numtk demo puzzlemoe --plot FILE`` "
                             "draws 21 thresholds and a 1024 x 1024 pair"),
+    "camel": DemoFigure(_camel, ("planted_world", "plot_world"),
+                        "the planted world of ``planted_law(5, 5, rng=0)``, 20 Dirichlet mixtures at 5 proxy sizes "
+                        "from 1.2e7 to 1.5e8 with log-normal noise 1e-3, each law fitted with 8 starts, as "
+                        "``python -m numtk demo camel --plot FILE`` draws it; ``--full`` fits 40 mixtures with 32 "
+                        "starts"),
 }
 
 
