@@ -52,7 +52,7 @@ def test_rows_are_the_tour_table(ran):
 def test_the_printed_planted_table_is_the_world(ran, world):
     text = ran[1]
     for form, d in world["laws"].items():
-        line = re.search(rf"^  {form}\s+(\d+)\s+[\d.]+ s\s+([\d.]+)% / ([\d.]+)%.*\s([\d.e+-]+)$", text, re.M)
+        line = re.search(rf"^  {form}\s+(\d+)\s+[\d.]+ s\s+([\d.]+)% /\s+([\d.]+)%.*\s([\d.e+-]+)$", text, re.M)
         assert line, form
         assert int(line.group(1)) == d["law"].n_params_
         assert float(line.group(2)) == pytest.approx(100 * d["error"].mean(), abs=6e-4)
