@@ -136,7 +136,19 @@ LAW: list = [
 ]
 
 # --- capacity-KKT law and Chinchilla ----------------------------------------------------------------
-KKT_CHINCHILLA: list = []
+def _chinchilla():
+    # five runs of Hoffmann et al.'s published law (the catalogue's 1-D edge arrays have five entries, so
+    # each replaces one argument whole); two distinct sizes and token counts suffice
+    N = np.array([1e8, 1e8, 1e9, 1e9, 3e9])
+    D = np.array([2e9, 2e10, 2e10, 1e11, 6e10])
+    L = 1.69 + 406.4 * N**-0.34 + 410.7 * D**-0.28
+    return _m().chinchilla_fit, (N, D, L), {}
+
+
+KKT_CHINCHILLA: list = [
+    Case("numtk.mixture.chinchilla_fit", _chinchilla, {},
+         positional={"model_sizes": 0, "tokens": 1, "losses": 2}),
+]
 
 # --- optimal mixture and the loss-to-benchmark law --------------------------------------------------
 def _bench_data():

@@ -168,7 +168,7 @@ def _check_positive(x: Any, name: str) -> np.ndarray:
 
 
 @constraints(model_sizes="array1d", tokens="array1d", losses="array1d", loss="option", delta="real>0",
-             init="option", grid=("array2d", "option"), success_only="bool", workers="workers")
+             init="option", grid="array2d", success_only="bool", workers="workers")
 def chinchilla_fit(model_sizes: ArrayLike, tokens: ArrayLike, losses: ArrayLike, *, loss: str = "huber",
                    delta: float = 1e-3, init: str = "varpro", grid: ArrayLike | None = None,
                    success_only: bool = False, workers: int | Callable = 1) -> Result:
