@@ -61,10 +61,13 @@ def coef_names(K: int) -> list[str]:
 # the inner allocation
 # ---------------------------------------------------------------------------------------------------
 def _inner(h: np.ndarray, N: np.ndarray, b: np.ndarray, c: np.ndarray, H: float):
-    """x* and the quantities its derivatives need: (x, free mask, w, W, n_active, lambda).
+    """x* and the quantities its derivatives need: (x, free mask, w, W, n_active, mu = log lambda).
 
     ``N`` in the units of ``H`` (millions). Rows with N <= H cannot meet the total with every x_i >= H;
-    there x* = H for every domain (all constraints active; W = 0).
+    there x* = H for every domain (all constraints active; W = 0). Newton's method starts left of the root,
+    where the largest term alone reaches the total; the total is convex and decreasing in mu, so the iterates
+    rise monotonically to the root. (Always from that cold start: warm starts from a previous solution made the
+    fit's objective depend on its history in the last bits.)
     """
     R, K = h.shape
     with np.errstate(divide="ignore"):
@@ -81,17 +84,18 @@ def _inner(h: np.ndarray, N: np.ndarray, b: np.ndarray, c: np.ndarray, H: float)
     if idx.size:
         e = ell[idx]
         s_sub = S[idx]
-        m = mu[idx]
+        lo = mu[idx]
+        m = lo.copy()
         for _ in range(_NEWTON_STEPS):
             with np.errstate(under="ignore", over="ignore"):
                 y = np.exp((e - m[:, None]) * inv)
             free = y > H
-            x = np.where(free, y, H)
-            f = x.sum(axis=1) - s_sub
+            f = np.where(free, y, H).sum(axis=1) - s_sub
             fp = (np.where(free, y, 0.0) * inv).sum(axis=1)
-            step = f / np.where(fp > 0, fp, 1.0)
-            m = m + np.where(fp > 0, step, 0.0)
-            if np.all(np.abs(f) <= 4e-16 * s_sub * K) or np.all(np.abs(step) <= 1e-15 * np.maximum(1, np.abs(m))):
+            # fp = 0 only where every x_i sits at H, right of the root, which the iterates never reach
+            step = np.where(fp > 0, f / np.where(fp > 0, fp, 1.0), 0.0)
+            m = np.maximum(m + step, lo)
+            if np.all(np.abs(step) <= 1e-15 * np.maximum(1.0, np.abs(m))) or np.all(np.abs(f) <= 1e-15 * s_sub):
                 break
         mu[idx] = m
     with np.errstate(under="ignore", over="ignore"):
@@ -101,7 +105,7 @@ def _inner(h: np.ndarray, N: np.ndarray, b: np.ndarray, c: np.ndarray, H: float)
     w = np.where(free, x * inv, 0.0)
     W = w.sum(axis=1)
     n_active = K - free.sum(axis=1)
-    return x, free, w, W, n_active
+    return x, free, w, W, n_active, mu
 
 
 def kkt_inner(h: np.ndarray, N: np.ndarray, b: np.ndarray, c: np.ndarray, H: float) -> np.ndarray:
@@ -153,7 +157,7 @@ def _prepare(params: dict, N: Any, D: Any, h: Any):
 
 def _terms(b, c, A, a, E, H, Nm, Db, ht):
     """Forward pass: the prediction and every intermediate the derivatives use."""
-    x, free, w, W, n_active = _inner(ht, Nm, b, c, H)
+    x, free, w, W, n_active, mu = _inner(ht, Nm, b, c, H)
     logx = np.log(x)
     xb = np.exp(-b * logx)                      # x^-b
     cap = c * xb                                # c x^-b
@@ -161,7 +165,7 @@ def _terms(b, c, A, a, E, H, Nm, Db, ht):
     z = np.exp(-a * logz)                       # (D h)^-a
     noise = A * z
     pred = cap + noise + E
-    return dict(x=x, free=free, w=w, W=W, n_active=n_active, logx=logx, xb=xb, cap=cap, logz=logz, z=z,
+    return dict(x=x, free=free, w=w, W=W, n_active=n_active, mu=mu, logx=logx, xb=xb, cap=cap, logz=logz, z=z,
                 noise=noise, pred=pred)
 
 
@@ -432,7 +436,9 @@ def kkt_fit(N: Any, D: Any, h: Any, L: Any, *, loss: str = "huber", delta: float
     [1e-4, 5], E_i below the smallest observed loss of domain i, H below the smallest size (so that every
     run has a feasible allocation). Start 0 is central (b = a = 0.3, H = a tenth of the smallest size), the
     others draw exponents and H from ``rngs[k]``; each then sets (c, A, E) by non-negative least squares
-    per domain. The lowest objective wins.
+    per domain. The lowest objective wins. The law is continuous but has kinks where a domain's allocation
+    reaches H (the active set changes); L-BFGS-B can stop at one short of the optimum, which is what the
+    starts guard against.
 
     Inputs are validated by the caller: ``N`` (R,) parameters, ``D`` (R,) tokens, ``h`` (R, K) mixtures,
     ``L`` (R, K) losses > 0.
