@@ -255,7 +255,7 @@ _DML_STEP = 20000
 # measured when written (MAE over the 6 runs x 5 domains, nats); asserted with a 0.01 margin
 _DML_MAE = {"data_mixing": 0.0254, "camel": 0.0529, "separable": 0.0496, "additive": 0.0277}
 # dmsl: MAE over the 44 runs x 7 domains at 2.718B; asserted with a 0.01 margin
-_DMSL_MAE = {"separable": 0.0554, "camel": 0.0693, "additive": 0.0437}
+_DMSL_MAE = {"separable": 0.0554, "camel": 0.0693, "additive": 0.0437, "capacity_kkt": 0.1512}
 
 
 def _read_5mix(root: pathlib.Path):
@@ -322,14 +322,18 @@ def test_dmsl_grid_capacity_aware_forms_extrapolate_to_2718m():
     assert N.max() == 2.718e9 and target.sum() == 44
     X = mixture_features(N, R, tokens=D)
     rows, mae = [], {}
-    for form, kw in (("separable", {"data_term": True}), ("camel", {"data_term": True}),
-                     ("additive", {"data_term": True})):
+    # one start for capacity_kkt (about 40 s on one core; more starts found the same optimum)
+    for form, kw in (("separable", {"data_term": True, "n_starts": 8}),
+                     ("camel", {"data_term": True, "n_starts": 8}),
+                     ("additive", {"data_term": True, "n_starts": 8}),
+                     ("capacity_kkt", {"n_starts": 1})):
         t0 = time.perf_counter()
-        law = MixtureLaw(form, rng=0, n_starts=8, **kw).fit(X[~target], L[~target])
+        law = MixtureLaw(form, rng=0, **kw).fit(X[~target], L[~target])
         err = np.abs(law.predict(X[target]) - L[target])
         mae[form] = float(err.mean())
-        rows.append([form, mae[form], float(err.max()), f"{time.perf_counter() - t0:.1f}s"])
-    _table("dmsl SlimPajama grid: fit below 2.718B, predict the 44 runs at 2.718B (7 domains)",
-           ["form", "MAE", "max error", "time"], rows)
+        fit_mae = float(np.mean(np.abs(law.predict(X[~target]) - L[~target])))
+        rows.append([form, mae[form], float(err.max()), fit_mae, f"{time.perf_counter() - t0:.1f}s"])
+    _table("dmsl SlimPajama grid: fit below 2.718B (2402 runs), predict the 44 runs at 2.718B "
+           "(7 domains)", ["form", "MAE 2.718B", "max error", "MAE fit", "time"], rows)
     for form, measured in _DMSL_MAE.items():
         assert mae[form] <= measured + 0.01, form
