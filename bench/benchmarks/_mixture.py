@@ -40,9 +40,10 @@ from scipy.optimize import least_squares, minimize
 
 from benchmarks._timing import interleaved
 
-__all__ = ["compare", "chinchilla_rows", "replication_grid", "scipy_chinchilla", "mixture_problem",
-           "regmix_problem", "camel_objective", "scipy_camel_fit", "numpy_predict", "scipy_optimal_mixture",
-           "allocation_problem", "FIT_SIZES", "TARGET_SIZE", "TARGETS"]
+__all__ = ["compare", "chinchilla_rows", "replication_grid", "chinchilla_objective", "scipy_chinchilla",
+           "mixture_problem", "regmix_problem", "camel_objective", "scipy_camel_fit", "numtk_objective",
+           "numpy_predict", "scipy_optimal_mixture", "allocation_problem", "CHINCHILLA_LAW", "FIT_SIZES",
+           "TARGET_SIZE", "TARGETS"]
 
 #: the demo's proxy sizes (activated parameters) and target size
 FIT_SIZES = tuple(float(s) for s in np.geomspace(1.2e7, 1.5e8, 5))
@@ -324,7 +325,7 @@ def _failed(table, label, t):
 
 
 class _Table:
-    WIDTH = 58
+    WIDTH = 66
 
     def __init__(self):
         self.rows = []
@@ -346,9 +347,9 @@ class _Table:
                 continue
             marks = []
             if kind == "target":
-                marks.append("ok" if ours <= other else f"MISS by {ours / other:.1f}x")
+                marks.append("ok" if ours <= other else f"MISS by {ours / other:.2f}x")
                 if loaded is not None and loaded > other:
-                    marks.append(f"as loaded MISS by {loaded / other:.1f}x")
+                    marks.append(f"as loaded MISS by {loaded / other:.2f}x")
             label = f"{kind} {_fmt(other)}" if other is not None else "-"
             ratio = f"{other / ours:7.2f}x" if other is not None else "-"
             text = "; ".join(s for s in (*marks, note) if s)
