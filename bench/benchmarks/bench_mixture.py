@@ -115,7 +115,7 @@ class Predict:
 
 
 class OptimalMixture:
-    params = [(5, 5), (17, 13)]
+    params = [[(5, 5), (17, 13)]]
     param_names = ["M, V"]
 
     def setup(self, size):
@@ -140,7 +140,7 @@ class OptimalMixture:
 class AllocateBudget:
     """500 candidates (sizes x mixtures), p = 55, the LP path; and a quarter of it."""
 
-    params = [(10, 50), (5, 25)]
+    params = [[(10, 50), (5, 25)]]
     param_names = ["S, m"]
     timeout = 120
 
