@@ -239,11 +239,22 @@ def test_mixture_gradient_with_zero_weights():
 
 def test_fit_objective_gradient_matches_finite_differences():
     N, D, h, L = _planted_runs(noise=0.02)
-    for space, loss in (("log", "huber"), ("linear", "l2")):
+    cases = [("log", "huber", {}), ("linear", "l2", {"a": np.full(K, 0.3)}), ("log", "l2", {"b": PLANTED["b"]}),
+             ("log", "huber", {"c": PLANTED["c"], "E": PLANTED["E"], "H": 15.0})]
+    for space, loss, fixed in cases:
         prob = kk._Problem(N / 1e6, D / 1e9, _floored(h), L, np.linspace(0.5, 1.5, len(N)),
-                           1e-3 if loss == "huber" else None, space, {"a": np.full(K, 0.3)}, K)
+                           1e-3 if loss == "huber" else None, space, fixed, K)
         theta = prob.start(np.random.default_rng(0))
         value, grad = prob.objective(theta)
+        # the value against the law written out and the Huber loss written out
+        P = prob.raw(theta)
+        for k, v in fixed.items():
+            np.testing.assert_array_equal(P[k], v)
+        pred = _reference_predict(P, N, D, h)
+        r = np.log(pred) - np.log(L) if space == "log" else pred - L
+        rho = (np.where(np.abs(r) <= 1e-3, 0.5 * r * r, 1e-3 * (np.abs(r) - 5e-4)) if loss == "huber"
+               else 0.5 * r * r)
+        assert value == pytest.approx(float((np.linspace(0.5, 1.5, len(N))[:, None] * rho).sum() / K), rel=1e-10)
         fd = np.array([(prob.objective(theta + 1e-6 * e)[0] - prob.objective(theta - 1e-6 * e)[0]) / 2e-6
                        for e in np.eye(theta.size)])
         # Huber's second derivative jumps at |r| = delta: differences across a kink are good to about 1e-5

@@ -64,10 +64,11 @@ def _inner(h: np.ndarray, N: np.ndarray, b: np.ndarray, c: np.ndarray, H: float)
     """x* and the quantities its derivatives need: (x, free mask, w, W, n_active, mu = log lambda).
 
     ``N`` in the units of ``H`` (millions). Rows with N <= H cannot meet the total with every x_i >= H;
-    there x* = H for every domain (all constraints active; W = 0). Newton's method starts left of the root,
-    where the largest term alone reaches the total; the total is convex and decreasing in mu, so the iterates
-    rise monotonically to the root. (Always from that cold start: warm starts from a previous solution made the
-    fit's objective depend on its history in the last bits.)
+    there x* = H for every domain (all constraints active; W = 0). The total is convex and decreasing in mu,
+    so Newton's method from any point left of the root rises monotonically to it, and from a point right of it
+    one step lands left. Iterates are kept right of mu_lo, where the largest term alone reaches the total (left
+    of the root). (No warm start from a previous solution: that made the fit's objective depend on its
+    history in the last bits.)
     """
     R, K = h.shape
     with np.errstate(divide="ignore"):
@@ -85,15 +86,21 @@ def _inner(h: np.ndarray, N: np.ndarray, b: np.ndarray, c: np.ndarray, H: float)
         e = ell[idx]
         s_sub = S[idx]
         lo = mu[idx]
-        m = lo.copy()
+        # first guess: the root when every domain is free and shares the mean exponent; right of the true root
+        # it costs one step (the tangent of a convex decreasing function crosses zero left of the root)
+        bm = 1.0 + float(np.mean(b))
+        with np.errstate(invalid="ignore"):
+            top = np.max(e, axis=1)
+            guess = bm * (top / bm + np.log(np.exp((e - top[:, None]) / bm).sum(axis=1)) - np.log(s_sub))
+        m = np.maximum(lo, np.where(np.isfinite(guess), guess, lo))
         for _ in range(_NEWTON_STEPS):
             with np.errstate(under="ignore", over="ignore"):
                 y = np.exp((e - m[:, None]) * inv)
             free = y > H
             f = np.where(free, y, H).sum(axis=1) - s_sub
             fp = (np.where(free, y, 0.0) * inv).sum(axis=1)
-            # fp = 0 only where every x_i sits at H, right of the root, which the iterates never reach
-            step = np.where(fp > 0, f / np.where(fp > 0, fp, 1.0), 0.0)
+            # fp = 0 only where every x_i sits at H, right of the root: back to the cold start
+            step = np.where(fp > 0, f / np.where(fp > 0, fp, 1.0), lo - m)
             m = np.maximum(m + step, lo)
             if np.all(np.abs(step) <= 1e-15 * np.maximum(1.0, np.abs(m))) or np.all(np.abs(f) <= 1e-15 * s_sub):
                 break
@@ -278,6 +285,9 @@ class _Problem:
         minL = L[used].min(axis=0)
         minN = Nm[used].min()
         self.minL, self.minN = minL, minN
+        # typical allocation (a K-th of the size) and typical D h, the references of c and A
+        self.log_x0 = float(np.mean(np.log(Nm[used]))) - math.log(K)
+        self.log_z0 = float(np.mean(np.log(Db[used, None] * ht[used])))
         bounds = {"b": [_LOG_EXPONENT] * K, "a": [_LOG_EXPONENT] * K, "c": [_LOG_SCALE] * K,
                   "A": [_LOG_SCALE] * K,
                   "E": [(math.log(1e-8 * m), math.log((1 - 1e-9) * m)) for m in minL],
@@ -285,17 +295,23 @@ class _Problem:
         self.bounds = [bd for p in self.free for bd in bounds[p]]
 
     def raw(self, theta: np.ndarray) -> dict:
+        """The law's parameters from the free variables: logs of b, a, E, H; c and A relative to a typical
+        allocation x0 and a typical D h, log c = theta_c + b log x0 and log A = theta_A + a log z0, which takes
+        out most of the correlation between a coefficient and its exponent (12% fewer L-BFGS-B iterations on
+        planted data)."""
         out = {}
-        for p in COEF_ORDER:
+        for p in ("b", "a", "E", "H"):
             if p in self.fixed:
                 out[p] = self.fixed[p]
             else:
                 v = np.exp(theta[self.slices[p]])
                 out[p] = float(v[0]) if p == "H" else v
-        return out
+        for p, expo, ref in (("c", "b", self.log_x0), ("A", "a", self.log_z0)):
+            out[p] = self.fixed[p] if p in self.fixed else np.exp(theta[self.slices[p]] + out[expo] * ref)
+        return {p: out[p] for p in COEF_ORDER}
 
     def objective(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        """(1/K) sum_n s_n sum_i rho(r_ni) and its gradient in the free log parameters (adjoint form)."""
+        """(1/K) sum_n s_n sum_i rho(r_ni) and its gradient in the free variables (adjoint form)."""
         P = self.raw(theta)
         b, c, A, a, E, H = (P[k] for k in COEF_ORDER)
         K = self.K
@@ -321,20 +337,24 @@ class _Problem:
         Wd = np.where(W > 0, W, 1.0)
         mean = (gq * w).sum(axis=1) / Wd
         adj = w * (gq - mean[:, None])           # multiply by u_j
-        if "b" in self.slices:
+        sl = self.slices
+        # partial derivatives in the raw parameters, then the chain rule to the free variables
+        if "c" in sl:
+            dc = ((g * t["xb"]).sum(axis=0) + adj.sum(axis=0) / c) * c       # d/d theta_c
+            grad[sl["c"]] = dc
+        if "b" in sl:
             db = (g * (-t["cap"] * t["logx"])).sum(axis=0) + (adj * (1.0 / b - t["logx"])).sum(axis=0)
-            grad[self.slices["b"]] = db * b
-        if "c" in self.slices:
-            dc = (g * t["xb"]).sum(axis=0) + adj.sum(axis=0) / c
-            grad[self.slices["c"]] = dc * c
-        if "A" in self.slices:
-            grad[self.slices["A"]] = (g * t["z"]).sum(axis=0) * A
-        if "a" in self.slices:
-            grad[self.slices["a"]] = (g * (-t["noise"] * t["logz"])).sum(axis=0) * a
-        if "E" in self.slices:
-            grad[self.slices["E"]] = g.sum(axis=0) * E
-        if "H" in self.slices:
-            grad[self.slices["H"]] = float((gq * _dx_dH(t, K)).sum()) * H
+            grad[sl["b"]] = (db + (dc * self.log_x0 if "c" in sl else 0.0)) * b
+        if "A" in sl:
+            dA = (g * t["z"]).sum(axis=0) * A
+            grad[sl["A"]] = dA
+        if "a" in sl:
+            da = (g * (-t["noise"] * t["logz"])).sum(axis=0)
+            grad[sl["a"]] = (da + (dA * self.log_z0 if "A" in sl else 0.0)) * a
+        if "E" in sl:
+            grad[sl["E"]] = g.sum(axis=0) * E
+        if "H" in sl:
+            grad[sl["H"]] = float((gq * _dx_dH(t, K)).sum()) * H
         return value, grad
 
     def start(self, rng: np.random.Generator | None) -> np.ndarray:
@@ -383,6 +403,10 @@ class _Problem:
         theta = np.empty(self.n_free)
         for p, sl in self.slices.items():
             theta[sl] = np.log(np.atleast_1d(P[p]))
+        if "c" in self.slices:
+            theta[self.slices["c"]] -= np.asarray(P["b"]) * self.log_x0
+        if "A" in self.slices:
+            theta[self.slices["A"]] -= np.asarray(P["a"]) * self.log_z0
         lo = np.array([bd[0] for bd in self.bounds])
         hi = np.array([bd[1] for bd in self.bounds])
         return np.clip(theta, lo, hi)
