@@ -28,6 +28,11 @@ _ALPHA_MIN, _ALPHA_MAX = 1e-4, 5.0          # bounds of every size (and token) e
 _N_PROFILE = 64                             # E values of the profile start
 _E_SHRINK = 1.0 - 1e-9                      # E < min L by this factor in the refinement
 _LBFGS = {"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10_000}
+# Starts are first screened at a looser tolerance; the best _N_POLISH of each problem are then refined with
+# _LBFGS from where screening left them. On data a law does not fit well (RegMix's real runs), L-BFGS-B at
+# ftol 1e-15 crawls for thousands of iterations per start; screening spends that only where it can matter.
+_SCREEN = {"ftol": 1e-10, "gtol": 1e-7, "maxiter": 10_000}
+_N_POLISH = 4
 _KKT_KEYS = ("b", "c", "A", "a", "E")
 _SIZE_TOL = 1e-9                            # relative tolerance matching a size to a training size
 
@@ -408,10 +413,12 @@ class MixtureLaw(Estimator):
     :math:`\log(\min L - E)`) and polishes the best with bounded Brent; random starts draw
     :math:`E \sim U(0, 0.99\min L)` from ``rng``, solve the same least squares and jitter the exponents by
     :math:`e^{N(0, 0.3^2)}`; ``'additive'`` starts from the fitted separable law (its size factor becomes
-    the size term). Every start is refined by L-BFGS-B (SciPy's routine; ftol 1e-15, gtol 1e-10) on
+    the size term). Every start is refined by L-BFGS-B (SciPy's routine) on
     :math:`(E, \theta, \log\alpha)` with analytic gradients, :math:`0 \le E \le (1 - 10^{-9})\min L`,
     :math:`10^{-4} \le \alpha \le 5`, minimising :math:`\sum_n s_n \rho(\log\hat L_n - \log L_n)`;
-    the lowest objective is kept. The starts of a set advance together, so that one vectorised evaluation
+    every start is first run to ftol 1e-10, gtol 1e-7 (screening), and the four lowest are then refined to
+    ftol 1e-15, gtol 1e-10; the lowest objective is kept (``starts_`` says which starts were screened only).
+    The starts of a set advance together, so that one vectorised evaluation
     serves all of them. Exponent fits need three distinct sizes unless E is fixed.
 
     **Unseen sizes of 'data_mixing'.** The mixtures run at three or more training sizes (at least M + 1 of
@@ -1438,7 +1445,7 @@ def _lockstep_available() -> bool:
     return _LOCKSTEP[0]
 
 
-def _lbfgsb_lockstep(fun_batch, X0, lo, hi, *, maxcor=10, maxls=20, maxfun=15000):
+def _lbfgsb_lockstep(fun_batch, X0, lo, hi, *, maxcor=10, maxls=20, maxfun=15000, options=None):
     """Run one L-BFGS-B per row of X0 with SciPy's own routine (the loop of ``scipy.optimize.minimize``),
     advancing them together so that each round evaluates every pending point in one call of
     ``fun_batch(X) -> (f (B,), g (B, p))``. Returns [(x, f, success, n_iter, message)] per row."""
@@ -1447,9 +1454,10 @@ def _lbfgsb_lockstep(fun_batch, X0, lo, hi, *, maxcor=10, maxls=20, maxfun=15000
 
     B, n = X0.shape
     m = maxcor
-    factr = _LBFGS["ftol"] / np.finfo(float).eps
-    pgtol = _LBFGS["gtol"]
-    maxiter = _LBFGS["maxiter"]
+    options = _LBFGS if options is None else options
+    factr = options["ftol"] / np.finfo(float).eps
+    pgtol = options["gtol"]
+    maxiter = options["maxiter"]
     nbd = np.zeros(n, np.int32)
     low = np.where(np.isfinite(lo), lo, 0.0).astype(np.float64)
     up = np.where(np.isfinite(hi), hi, 0.0).astype(np.float64)
@@ -1530,16 +1538,17 @@ def _refine_set(task):
     with _one_blas_thread():
         if X0.shape[1] == 0:
             return [(x0, _objective(x0, prob)[0], True, 0, "nothing to fit") for x0 in X0]
-        if _lockstep_available():
-            runs = _lbfgsb_lockstep(lambda X: _objective_batch(X, prob), X0, prob.lo_free, prob.hi_free)
+        if len(X0) <= _N_POLISH:
+            runs = _lbfgsb_runs(prob, X0, _LBFGS)
         else:
-            from scipy.optimize import minimize
-
-            runs = []
-            for x0 in X0:
-                r = minimize(_objective, x0, args=(prob,), jac=True, method="L-BFGS-B", bounds=prob.bounds,
-                             options=_LBFGS)
-                runs.append((np.asarray(r.x, dtype=float), r.fun, bool(r.success), int(r.nit), str(r.message)))
+            runs = _lbfgsb_runs(prob, X0, _SCREEN)
+            best = np.argsort([r[1] for r in runs], kind="stable")[:_N_POLISH]
+            polished = _lbfgsb_runs(prob, np.array([runs[k][0] for k in best]), _LBFGS)
+            for k, (x, f, ok, nit, msg) in zip(best, polished):
+                runs[k] = (x, f, ok, runs[k][3] + nit, msg)
+            for k in set(range(len(runs))) - set(best.tolist()):
+                x, f, ok, nit, msg = runs[k]
+                runs[k] = (x, f, ok, nit, f"screened only (ftol {_SCREEN['ftol']:g}): {msg}")
         out = []
         for x0, (x, _, ok, nit, msg) in zip(X0, runs):
             x0 = np.clip(x0, prob.lo_free, prob.hi_free)
@@ -1550,6 +1559,21 @@ def _refine_set(task):
             else:
                 out.append((x, f, ok, nit, msg))
         return out
+
+
+def _lbfgsb_runs(prob, X0, options):
+    """L-BFGS-B from every row of X0 with ``options``: [(x, f, success, n_iter, message)]."""
+    if _lockstep_available():
+        return _lbfgsb_lockstep(lambda X: _objective_batch(X, prob), X0, prob.lo_free, prob.hi_free,
+                                options=options)
+    from scipy.optimize import minimize
+
+    runs = []
+    for x0 in X0:
+        r = minimize(_objective, x0, args=(prob,), jac=True, method="L-BFGS-B", bounds=prob.bounds,
+                     options=options)
+        runs.append((np.asarray(r.x, dtype=float), r.fun, bool(r.success), int(r.nit), str(r.message)))
+    return runs
 
 
 def _build_problem(form, R, ell, lD, y, s, fixed_i, hp, data_term):
