@@ -18,17 +18,32 @@ __all__ = ["MapWrapper", "as_map", "n_threads", "available_cores", "max_workers"
            "single_blas_thread", "map_rows"]
 
 
+_CONTROLLER: list = []
+
+
 def blas_threads(limit: int):
-    """A context limiting BLAS/LAPACK to ``limit`` threads (when threadpoolctl is installed)."""
+    """A context limiting BLAS/LAPACK to ``limit`` threads (when threadpoolctl is installed).
+
+    One threadpoolctl controller is built on first use and kept: building one (as ``threadpool_limits`` does
+    on every call) inspects every loaded library, milliseconds a call on busy cores, more than the small
+    solves these contexts wrap. SciPy's BLAS is loaded before it is built; a BLAS library first loaded
+    later (by another package) is not limited.
+    """
     import contextlib
 
-    import scipy.linalg  # noqa: F401  (load SciPy's BLAS first: threadpoolctl limits only loaded libraries)
+    if not _CONTROLLER:
+        import scipy.linalg  # noqa: F401  (load SciPy's BLAS first: threadpoolctl limits only loaded libraries)
 
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+            _CONTROLLER.append(None)
+        else:
+            _CONTROLLER.append(ThreadpoolController())
+    controller = _CONTROLLER[0]
+    if controller is None:  # pragma: no cover
         return contextlib.nullcontext()
-    return threadpool_limits(limits=int(limit), user_api="blas")
+    return controller.limit(limits=int(limit), user_api="blas")
 
 
 def single_blas_thread():

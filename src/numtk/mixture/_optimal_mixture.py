@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 from typing import Any
 
@@ -10,7 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.optimize import LinearConstraint, linprog, lsq_linear, minimize
 
-from numtk._lib import NumtkWarning, Result, normalize_rng
+from numtk._lib import NumtkWarning, Result, normalize_rng, single_blas_thread
 from numtk._lib._constraints import constraints as _declare
 from numtk._lib._validation import as_array, check_finite, check_int, check_real
 
@@ -25,23 +24,10 @@ _MAXITER = 1000
 _KKT_FLOOR = 1e-4     # the least weight of a capacity-KKT mixture
 
 
-_CONTROLLER: list = []
-
-
 def _one_blas_thread():
     """BLAS limited to one thread around the solves (SLSQP makes hundreds of tiny LAPACK calls, which BLAS
-    threads only slow down on busy cores: 0.6 s instead of 10 ms for M = 17 on two loaded cores). One
-    threadpoolctl controller is kept: building it (or ``threadpool_limits``) inspects every loaded library,
-    milliseconds a call, more than the whole solve."""
-    if not _CONTROLLER:
-        try:
-            import scipy.linalg  # noqa: F401  (SciPy's BLAS loaded first: only loaded libraries are limited)
-            from threadpoolctl import ThreadpoolController
-            _CONTROLLER.append(ThreadpoolController())
-        except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-            _CONTROLLER.append(None)
-    c = _CONTROLLER[0]
-    return contextlib.nullcontext() if c is None else c.limit(limits=1, user_api="blas")
+    threads only slow down on busy cores: 0.6 s instead of 10 ms for M = 17 on two loaded cores)."""
+    return single_blas_thread()
 
 
 # ------------------------------------------------------------------------------------------------------
