@@ -40,7 +40,7 @@ class PlannerBatch:
 
 
 class OptimalPlan:
-    params = [(12, 3), (24, 6)]
+    params = [[(12, 3), (24, 6)]]  # one axis of (N, P) pairs: a bare list of tuples reads as two axes
     param_names = ["N, P"]
     timeout = 120
 
