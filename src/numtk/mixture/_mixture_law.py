@@ -356,7 +356,7 @@ class MixtureLaw(Estimator):
         separable and additive), ``'kappa'`` (V,) (additive), ``'zeta'``, ``'beta'`` (V,) (data term);
         ``'data_mixing'``: ``'sizes'`` (S,), ``'E'`` (S, V), ``'theta'`` (S, V, M); ``'capacity_kkt'``:
         ``'b'``, ``'c'``, ``'A'``, ``'a'``, ``'E'`` (K,) and ``'H'`` (float).
-    coef_ : ndarray of shape (n_params_,)
+    coef_ : ndarray of shape (``n_params_``,)
         The parameters flattened in the order of ``param_names_`` (the arrays of ``params_`` in turn, row-major;
         ``'sizes'`` is not a coefficient).
     param_names_ : list of str
@@ -755,7 +755,7 @@ class MixtureLaw(Estimator):
 
         Returns
         -------
-        ndarray of shape (n, V, n_params_)
+        ndarray of shape (n, V, ``n_params_``)
             Always 3-D. For ``'data_mixing'`` at sizes other than the training sizes the extrapolated law
             depends on the training losses rather than on ``coef_``: those rows are NaN (use bootstrap
             intervals there).
