@@ -18,8 +18,8 @@ def residual_loss(r: np.ndarray, delta: float | None) -> tuple[np.ndarray, np.nd
     >>> import numpy as np
     >>> from numtk.mixture._huber import residual_loss
     >>> value, slope = residual_loss(np.array([-0.5, 0.0005, 2.0]), 1e-3)
-    >>> value.round(7).tolist(), slope.tolist()
-    ([0.0004995, 1.25e-07, 0.0019995], [-0.001, 0.0005, 0.001])
+    >>> [f"{v:.4g}" for v in value], slope.tolist()
+    (['0.0004995', '1.25e-07', '0.001999'], [-0.001, 0.0005, 0.001])
     """
     r = np.asarray(r, dtype=float)
     if delta is None:
