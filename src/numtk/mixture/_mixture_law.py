@@ -1562,10 +1562,17 @@ def _refine_set(task):
 
 
 def _lbfgsb_runs(prob, X0, options):
-    """L-BFGS-B from every row of X0 with ``options``: [(x, f, success, n_iter, message)]."""
+    """L-BFGS-B from every row of X0 with ``options``: [(x, f, success, n_iter, message)].
+
+    The lock-step driver calls SciPy's private L-BFGS-B routine; should a SciPy release change it in a way the
+    probe of :func:`_lockstep_available` does not catch, any exception it raises sends these starts through
+    ``scipy.optimize.minimize`` one by one instead (the same algorithm, without the shared evaluations)."""
     if _lockstep_available():
-        return _lbfgsb_lockstep(lambda X: _objective_batch(X, prob), X0, prob.lo_free, prob.hi_free,
-                                options=options)
+        try:
+            return _lbfgsb_lockstep(lambda X: _objective_batch(X, prob), X0, prob.lo_free, prob.hi_free,
+                                    options=options)
+        except Exception:  # noqa: BLE001 - a private interface: never let it crash a fit
+            pass
     from scipy.optimize import minimize
 
     runs = []
