@@ -1,15 +1,19 @@
 """chinchilla_fit: planted recovery, the two starts against each other, the gradient and the variable
-projection against independent references, the compute-optimal frontier by brute force, validation, and the
-opt-in reproduction of the Chinchilla replication (user-supplied data, never shipped)."""
+projection against independent references, the compute-optimal frontier by brute force, the delta-method
+covariance against refits over noise draws, SciPy's curve_fit and a finite-difference sandwich, the
+bootstrap against the delta method, validation, and the opt-in reproduction of the Chinchilla replication
+(user-supplied data, never shipped)."""
 
 import csv
 import itertools
 import os
+import warnings
 
 import numpy as np
 import pytest
-from scipy.optimize import minimize_scalar, nnls
+from scipy.optimize import curve_fit, minimize_scalar, nnls
 
+from numtk._lib import NumtkWarning
 from numtk.mixture import chinchilla_fit
 from numtk.mixture import _chinchilla as ch
 
@@ -167,6 +171,111 @@ def test_user_pairs_for_varpro():
     assert res.alpha == pytest.approx(PLANTED["alpha"], abs=1e-6)
 
 
+def _theta(res):
+    return np.array([res.log_A, res.log_B, res.log_E, res.alpha, res.beta])
+
+
+def _log_law(theta, N, D):
+    a, b, e, alpha, beta = theta
+    return np.log(np.exp(e) + np.exp(a) * N**-alpha + np.exp(b) * D**-beta)
+
+
+def test_delta_std_errors_match_refits_over_noise_draws():
+    # the oracle: the spread of least-squares fits over 50 independent noise draws of the planted law
+    N, D = _grid(8, 6)
+    L0 = _law(N, D, **PLANTED)
+    rng = np.random.default_rng(20)
+    fits, ses = [], []
+    for _ in range(50):
+        res = chinchilla_fit(N, D, L0 * np.exp(0.01 * rng.standard_normal(N.size)), loss="l2")
+        fits.append(_theta(res))
+        ses.append(res.std_errors)
+    empirical = np.std(fits, axis=0, ddof=1)
+    np.testing.assert_allclose(np.median(ses, axis=0), empirical, rtol=0.25)
+
+
+def test_bootstrap_std_errors_match_the_delta_method():
+    N, D, L = _noisy(7)
+    res = chinchilla_fit(N, D, L, loss="l2", n_resamples=200, rng=3)
+    assert res.bootstrap.shape == (200, 5) and np.all(np.isfinite(res.bootstrap))
+    np.testing.assert_allclose(res.bootstrap_std_errors, np.std(res.bootstrap, axis=0, ddof=1), rtol=1e-12)
+    np.testing.assert_allclose(res.bootstrap_std_errors, res.std_errors, rtol=0.35)
+    # the bootstrap cloud is centred near the fit (a warm start does not stall at it)
+    assert np.all(np.abs(np.median(res.bootstrap, axis=0) - _theta(res)) < res.std_errors)
+
+
+def test_l2_covariance_matches_curve_fit():
+    # SciPy's curve_fit on log L, from the fitted point: pcov = RSS/(n - p) (J^T J)^-1 with its own Jacobian
+    N, D, L = _noisy(8)
+    res = chinchilla_fit(N, D, L, loss="l2")
+    popt, pcov = curve_fit(lambda x, *t: _log_law(t, N, D), None, np.log(L), p0=_theta(res),
+                           xtol=1e-14, ftol=1e-14)
+    np.testing.assert_allclose(popt, _theta(res), atol=1e-5)
+    np.testing.assert_allclose(res.covariance, pcov, rtol=1e-3, atol=1e-6 * np.abs(pcov).max())
+    np.testing.assert_allclose(res.std_errors, np.sqrt(np.diag(pcov)), rtol=1e-3)
+
+
+def test_huber_covariance_is_the_sandwich():
+    # the sandwich written out with a central-difference Jacobian of the law in its own terms
+    N, D, L = _noisy(9, sigma=0.02)
+    delta = 0.02
+    res = chinchilla_fit(N, D, L, delta=delta)
+    t = _theta(res)
+    h = 1e-6
+    J = np.column_stack([(_log_law(t + h * e, N, D) - _log_law(t - h * e, N, D)) / (2 * h) for e in np.eye(5)])
+    r = _log_law(t, N, D) - np.log(L)
+    inside = np.abs(r) <= delta
+    assert 5 < inside.sum() < r.size          # both branches of Huber are exercised
+    H = J[inside].T @ J[inside]
+    S = J.T @ (np.clip(r, -delta, delta)[:, None] ** 2 * J)
+    n = r.size
+    want = n / (n - 5) * np.linalg.solve(H, np.linalg.solve(H, S).T)
+    np.testing.assert_allclose(res.covariance, want, rtol=1e-4, atol=1e-8 * np.abs(want).max())
+
+
+def test_unidentified_covariance_is_nan_with_a_warning():
+    # two model sizes: E, A and alpha enter only through two numbers, so J^T J is singular
+    N, D = _grid(8, 6)
+    two = np.isin(N, np.unique(N)[[0, -1]])
+    N, D = N[two], D[two]
+    L = _law(N, D, **PLANTED) * np.exp(0.01 * np.random.default_rng(0).standard_normal(N.size))
+    with pytest.warns(NumtkWarning, match="not identified"):
+        res = chinchilla_fit(N, D, L, loss="l2")
+    assert res.covariance.shape == (5, 5) and np.all(np.isnan(res.covariance))
+    assert np.all(np.isnan(res.std_errors))
+    assert res.bootstrap is None and res.bootstrap_std_errors is None
+    # five runs leave no residual degrees of freedom
+    N5, D5 = np.array([1e8, 1e8, 1e9, 1e9, 3e9]), np.array([2e9, 2e10, 2e10, 1e11, 6e10])
+    with pytest.warns(NumtkWarning, match="degrees of freedom"):
+        res = chinchilla_fit(N5, D5, _law(N5, D5, **PLANTED), loss="l2")
+    assert np.all(np.isnan(res.std_errors))
+    # the Huber sandwich needs 5 runs inside the threshold
+    N, D, L = _noisy(10, sigma=0.05)
+    with pytest.warns(NumtkWarning, match="inside the Huber threshold"):
+        res = chinchilla_fit(N, D, L, delta=1e-6)
+    assert np.all(np.isnan(res.covariance))
+
+
+def test_bootstrap_schema_seeding_and_workers():
+    N, D, L = _noisy(11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plain = chinchilla_fit(N, D, L)
+    assert set(plain.keys()) >= {"covariance", "std_errors", "bootstrap", "bootstrap_std_errors"}
+    assert plain.std_errors.shape == (5,) and np.all(np.isfinite(plain.std_errors))
+    a = chinchilla_fit(N, D, L, n_resamples=20, rng=5)
+    b = chinchilla_fit(N, D, L, n_resamples=20, rng=np.random.default_rng(5),
+                       workers=lambda f, xs: list(map(f, xs)))
+    assert sorted(a.keys()) == sorted(plain.keys())
+    np.testing.assert_array_equal(a.bootstrap, b.bootstrap)
+    assert a.bootstrap.shape == (20, 5) and a.bootstrap_std_errors.shape == (5,)
+    # the point estimate and the covariance do not depend on the bootstrap
+    assert a.value == plain.value
+    np.testing.assert_array_equal(a.covariance, plain.covariance)
+    c = chinchilla_fit(N, D, L, n_resamples=20, rng=6)
+    assert not np.array_equal(a.bootstrap, c.bootstrap)
+
+
 def test_validation():
     N, D = _grid(3, 3)
     L = _law(N, D, **PLANTED)
@@ -198,6 +307,12 @@ def test_validation():
         chinchilla_fit(N, D, L, success_only="yes")
     with pytest.raises(ValueError, match="`workers`"):
         chinchilla_fit(N, D, L, workers=0)
+    for bad, err in ((-1, ValueError), (1.5, TypeError), (True, TypeError), (10**12, ValueError)):
+        with pytest.raises(err, match="`n_resamples`"):
+            chinchilla_fit(N, D, L, n_resamples=bad)
+    for bad, err in ((-1, ValueError), ("x", TypeError), (np.random.RandomState(0), TypeError)):
+        with pytest.raises(err, match="`rng`"):
+            chinchilla_fit(N, D, L, rng=bad)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -235,6 +350,18 @@ def test_replication_varpro():
     res = chinchilla_fit(N, D, L)
     _check_reference(res)
     assert res.success
+
+
+def test_replication_standard_errors():
+    # context, not a reproduction: the replication's bootstrap SE of B (about 1,293) is for its
+    # Huber-likelihood estimator; this fit's case bootstrap should be of that order
+    N, D, L = _replication_data()
+    res = chinchilla_fit(N, D, L, n_resamples=200, rng=0)
+    _check_reference(res)
+    assert np.all(np.isfinite(res.std_errors))
+    se_B = np.std(np.exp(res.bootstrap[:, 1]), ddof=1)
+    assert 1293 / 2 < se_B < 1293 * 2
+    np.testing.assert_allclose(res.bootstrap_std_errors, res.std_errors, rtol=0.75)
 
 
 @pytest.mark.slow
