@@ -427,8 +427,9 @@ class MixtureLaw(Estimator):
     the extrapolated losses; the result is memoised per size. Its prediction depends on the training losses,
     not on ``coef_``, so :meth:`jacobian` and delta intervals are NaN there.
 
-    **Uncertainty.** :meth:`predict_interval` gives delta-method intervals (the Gauss-Newton covariance of the
-    fit) or bootstrap percentile intervals (:meth:`bootstrap`: runs resampled within each size).
+    **Uncertainty.** :meth:`predict_interval` gives delta-method intervals (the M-estimator covariance of the
+    fit in Huber's homoscedastic form; NaN, with a warning, where the runs do not identify the law) or
+    bootstrap percentile intervals (:meth:`bootstrap`: runs resampled within each size).
 
     References
     ----------
@@ -619,7 +620,10 @@ class MixtureLaw(Estimator):
         form = self.form
         if form == "data_mixing":
             S = P["sizes"].shape[0]
-        shapes = _param_shapes(form, V, M, bool(self.data_term) and form in _DATA_TERM_FORMS, S or 0)
+        # the law's own form and token term: what the methods read after the fit, whatever set_params changes
+        self._law_form = form
+        self._law_data_term = bool(self.data_term) and form in _DATA_TERM_FORMS
+        shapes = _param_shapes(form, V, M, self._law_data_term, S or 0)
         params = {}
         if form == "data_mixing":
             params["sizes"] = np.array(P["sizes"], dtype=float)
@@ -663,7 +667,7 @@ class MixtureLaw(Estimator):
 
     def _values(self, N, D, R, *, jac=False, grad_r=False):
         """(n, V) values [, (n, V, p) Jacobian] [, (n, V, M) mixture gradient]."""
-        form = self.form
+        form = self._law_form
         P = self.params_
         if form in _DATA_TERM_FORMS:
             return _eval_exp_forms(form, P, N, D, R, self.reference_size_, self.reference_tokens_,
@@ -954,10 +958,15 @@ class MixtureLaw(Estimator):
         """
         hp = self._check_hyper()
         N, D, R, Y, s, single, fixed = self._check_data(X, y, sample_weight, hp)
+        # the hyperparameters of this fit, kept apart from the live ones (set_params may change those later)
+        params = self.get_params(deep=False)
+        params["fixed"] = None if self.fixed is None else {k: np.array(v, dtype=float) for k, v in
+                                                            self.fixed.items()}
         with _one_blas_thread():
             self._fit_arrays(hp, N, D, R, Y, s, single, fixed, rng=self.rng, workers=self.workers,
                              progress=self.progress)
         self._train = (N, D, R, Y, s, single)
+        self._fit_hp, self._fit_fixed, self._fit_params = hp, fixed, params
         return self
 
     def _fit_arrays(self, hp, N, D, R, Y, s, single, fixed, *, rng, workers, progress, init=None) -> None:
@@ -1037,12 +1046,12 @@ class MixtureLaw(Estimator):
     def _free_mask(self) -> np.ndarray:
         """Coefficients not held by ``fixed`` (the ones the covariance is over)."""
         free = np.ones(self.n_params_, dtype=bool)
-        fixed = self.fixed or {}
+        fixed = getattr(self, "_fit_fixed", None) or {}
         if not fixed:
             return free
-        shapes = _param_shapes(self.form, self.n_outputs_, self.n_domains_,
-                               bool(self.data_term) and self.form in _DATA_TERM_FORMS,
-                               self.params_["sizes"].size if self.form == "data_mixing" else 0)
+        form = self._law_form
+        shapes = _param_shapes(form, self.n_outputs_, self.n_domains_, self._law_data_term,
+                               self.params_["sizes"].size if form == "data_mixing" else 0)
         off = _offsets(shapes)
         for key in fixed:
             if key in shapes:
@@ -1050,16 +1059,29 @@ class MixtureLaw(Estimator):
         return free
 
     def _covariance(self):
-        """Gauss-Newton covariance of ``coef_`` (pseudo-inverse), scaled per validation set by the residual
-        variance in the fit space; and the residual degrees of freedom per set."""
+        """Delta-method covariance of ``coef_`` and the identification of each unit of the fit.
+
+        A unit is a validation set (a (size, set) pair for ``'data_mixing'``, whose per-size laws are separate
+        fits). Per unit u with n_u runs and p_u coefficients its predictions depend on, the M-estimator's
+        covariance in Huber's homoscedastic form is
+
+            c_u (J_u^T S J_u)^{-1},   c_u = [sum_n s_n psi(r_n)^2 / (n_u - p_u)] / [sum_n s_n psi'(r_n) / sum_n s_n]^2
+
+        (psi = rho', J in the fit space; for the squared loss c_u is the residual variance and this is the
+        Gauss-Newton covariance). A unit is not identified when n_u <= p_u, when no residual lies where
+        psi' > 0, or when the information of the units sharing its coefficients is rank deficient (column
+        scaled, relative threshold 1e-10 on the singular values); its predictions get NaN intervals.
+        Returns (cov, units) with units a list of dicts (output, size index, dof, ok, reason)."""
         from scipy.linalg import pinvh
+
+        from numtk.mixture._huber import residual_loss
 
         if getattr(self, "_cov", None) is not None:
             return self._cov
         N, D, R, Y, s, _ = self._training("method")
+        hp = self._fit_hp
         pred, J = self._values(N, D, R, jac=True)
-        log_space = self.space == "log"
-        if log_space:
+        if hp["space"] == "log":
             res = np.log(pred) - np.log(Y)
             Jf = J / pred[:, :, None]
         else:
@@ -1067,17 +1089,95 @@ class MixtureLaw(Estimator):
             Jf = J
         free = self._free_mask()
         Jf = Jf[:, :, free]
+        pf = int(free.sum())
         keep = s > 0
-        n = int(keep.sum())
-        p_set = (np.abs(Jf[keep]) > 0).any(axis=0).sum(axis=1)  # (V,) coefficients each set depends on
-        dof = np.maximum(n - p_set, 1)
-        sigma2 = (s[:, None] * res ** 2).sum(axis=0) / dof
-        sigma2 = np.where(sigma2 > 0, sigma2, np.finfo(float).tiny)
-        A = np.einsum("nip,ni,niq->pq", Jf, s[:, None] / sigma2[None, :], Jf)
+        V = self.n_outputs_
+        if self._law_form == "data_mixing":
+            sizes = self.params_["sizes"]
+            rows_of = [(i, k, keep & (np.abs(N - size) <= _SIZE_TOL * size)) for k, size in enumerate(sizes)
+                       for i in range(V)]
+        else:
+            rows_of = [(i, None, keep) for i in range(V)]
+        _, psi = residual_loss(res, hp["delta"])
+        dpsi = np.ones_like(res) if hp["delta"] is None else (np.abs(res) <= hp["delta"]).astype(float)
+        units, blocks = [], []
+        for i, k, rows in rows_of:
+            Ju = Jf[rows, i]
+            su = s[rows]
+            cols = np.flatnonzero((np.abs(Ju) > 0).any(axis=0))
+            n_u, p_u = int(rows.sum()), int(cols.size)
+            unit = {"output": i, "size": k, "n": n_u, "p": p_u, "dof": n_u - p_u, "ok": True, "reason": "",
+                    "cols": cols}
+            m1 = float(su @ dpsi[rows, i]) / float(su.sum()) if n_u else 0.0
+            if n_u <= p_u:
+                unit.update(ok=False, reason=f"{n_u} runs for {p_u} parameters")
+                scale = 1.0
+            elif not m1 > 0:
+                unit.update(ok=False, reason=f"no residual within the Huber threshold {hp['delta']:g}")
+                scale = 1.0
+            else:
+                scale = float(su @ psi[rows, i] ** 2) / (n_u - p_u) / m1 ** 2
+                scale = scale if scale > 0 else np.finfo(float).tiny
+            units.append(unit)
+            blocks.append((Ju, su / scale, np.sqrt(su)))
+        # units sharing coefficients (capacity_kkt's H and b, c) are checked for rank together
+        parent = list(range(len(units)))
+
+        def root(a):
+            while parent[a] != a:
+                parent[a] = parent[parent[a]]
+                a = parent[a]
+            return a
+
+        owner = {}
+        for u, unit in enumerate(units):
+            for c in unit["cols"]:
+                if c in owner:
+                    parent[root(u)] = root(owner[c])
+                else:
+                    owner[c] = u
+        comps: dict = {}
+        for u in range(len(units)):
+            comps.setdefault(root(u), []).append(u)
+        for members in comps.values():
+            cols = np.unique(np.concatenate([units[u]["cols"] for u in members]))
+            if cols.size == 0:
+                continue
+            W = np.vstack([blocks[u][2][:, None] * blocks[u][0][:, cols] for u in members])
+            norms = np.linalg.norm(W, axis=0)
+            W = W / np.where(norms > 0, norms, 1.0)
+            sv = np.linalg.svd(W, compute_uv=False) if W.shape[0] else np.zeros(0)
+            rank = int(np.sum(sv > 1e-10 * sv[0])) if sv.size else 0
+            bad = rank < cols.size or any(not units[u]["ok"] for u in members)
+            if bad:
+                why = f"information of rank {rank} for {cols.size} parameters" if rank < cols.size else \
+                    "a validation set sharing its parameters is not identified"
+                for u in members:
+                    if units[u]["ok"]:
+                        units[u].update(ok=False, reason=why)
+        A = np.zeros((pf, pf))
+        for Ju, w, _ in blocks:
+            A += Ju.T @ (w[:, None] * Ju)
         cov = np.zeros((self.n_params_, self.n_params_))
         cov[np.ix_(free, free)] = pinvh(A, rtol=1e-12)
-        self._cov = (cov, dof)
+        self._cov = (cov, units)
         return self._cov
+
+    def _units_at(self, N, units):
+        """The unit index of every (row, set) of a prediction at sizes N: (n, V) ints, -1 where none (a size of
+        'data_mixing' outside its training sizes)."""
+        V = self.n_outputs_
+        out = np.full((len(N), V), -1, dtype=int)
+        index = {(u["output"], u["size"]): k for k, u in enumerate(units)}
+        if self._law_form == "data_mixing":
+            sizes = self.params_["sizes"]
+            for k, size in enumerate(sizes):
+                at = np.abs(N - size) <= _SIZE_TOL * size
+                for i in range(V):
+                    out[at, i] = index[(i, k)]
+        else:
+            out[:] = [index[(i, None)] for i in range(V)]
+        return out
 
     @constraints(X="array2d", level="prob_open", method="option", n_resamples="count", rng="rng")
     def predict_interval(self, X: Any, *, level: float = 0.95, method: str = "delta", n_resamples: int = 200,
@@ -1090,10 +1190,15 @@ class MixtureLaw(Estimator):
         level : float, default 0.95
             Confidence level, in (0, 1).
         method : {'delta', 'bootstrap'}, default 'delta'
-            ``'delta'``: the Gauss-Newton covariance of ``coef_`` from the residual Jacobian of the fit (in
-            its space, log or linear), scaled per validation set by the residual variance
-            :math:`\\sum_n s_n r_n^2/(n - p)`, pseudo-inverted; the interval is the prediction
-            :math:`\\pm t_{n-p}` standard errors in the fit space (multiplicative for ``space='log'``).
+            ``'delta'``: the M-estimator covariance of ``coef_`` in Huber's homoscedastic form,
+            :math:`c\\,(J^T S J)^{-1}` with :math:`J` the residual Jacobian of the fit (in its space, log or
+            linear) and, per validation set (per size and set for ``'data_mixing'``),
+            :math:`c = [\\sum_n s_n\\psi(r_n)^2/(n - p)] / [\\sum_n s_n\\psi'(r_n)/\\sum_n s_n]^2`,
+            :math:`\\psi = \\rho'` (for ``loss='l2'`` the residual variance, the Gauss-Newton covariance);
+            the interval is the prediction :math:`\\pm t_{n-p}` standard errors in the fit space
+            (multiplicative for ``space='log'``). Where the runs do not identify the law (n <= p, a rank
+            deficient information, no residual within the Huber threshold) the std and limits are NaN, with a
+            ``NumtkWarning``.
             ``'bootstrap'``: percentile intervals of the predictions of :meth:`bootstrap` refits.
         n_resamples : int, default 200
             Bootstrap refits (``'bootstrap'`` only).
@@ -1116,7 +1221,9 @@ class MixtureLaw(Estimator):
         Notes
         -----
         Delta intervals need the Jacobian: for ``'data_mixing'`` at sizes other than its training sizes they
-        are NaN (the bootstrap covers them). Laws made by :meth:`from_params` have no training runs and refuse
+        are NaN (the bootstrap covers them). Huber's form assumes residuals of one distribution per set
+        (homoscedastic); it is an asymptotic approximation, and with few residuals inside ``delta`` its
+        denominator is noisy. Laws made by :meth:`from_params` have no training runs and refuse
         both methods.
         """
         N, D, R = self._split_X(X)
@@ -1126,14 +1233,27 @@ class MixtureLaw(Estimator):
         normalize_rng(rng)  # checked whatever the method (a Generator passes through unchanged)
         pred = self._values(N, D, R)
         if method == "delta":
-            cov, dof = self._covariance()
+            from scipy.stats import t as student_t
+
+            cov, units = self._covariance()
             J = self._values(N, D, R, jac=True)[1]
             var = np.einsum("nip,pq,niq->ni", J, cov, J)
             std = np.sqrt(np.maximum(var, 0.0))
-            from scipy.stats import t as student_t
-
-            q = student_t.ppf(0.5 + level / 2, dof)[None, :]
-            if self.space == "log":
+            at = self._units_at(N, units)
+            ok = np.array([u["ok"] for u in units] + [False])[at]
+            dof = np.array([max(u["dof"], 1) for u in units] + [1])[at]
+            std[~ok] = np.nan
+            bad = sorted({k for k in at[(at >= 0) & ~ok].tolist()})
+            if bad:
+                what = "; ".join(
+                    f"validation set {units[k]['output']}"
+                    + ("" if units[k]["size"] is None else f" at size {self.params_['sizes'][units[k]['size']]:.6g}")
+                    + f" ({units[k]['reason']})" for k in bad[:5]) + ("; ..." if len(bad) > 5 else "")
+                warnings.warn(f"the law is not identified by its training runs for {what}: its delta intervals are "
+                              "NaN (add runs, hold parameters with `fixed`, or use a simpler form)", NumtkWarning,
+                              stacklevel=2)
+            q = student_t.ppf(0.5 + level / 2, dof)
+            if self._fit_hp["space"] == "log":
                 rel = std / pred
                 lower, upper = pred * np.exp(-q * rel), pred * np.exp(q * rel)
             else:
@@ -1172,13 +1292,13 @@ class MixtureLaw(Estimator):
         N, D, R, Y, s, single = self._training("bootstrap")
         gens = spawn_rngs(gen, n_resamples)
         strata = [np.flatnonzero(N == size) for size in np.unique(N)]
-        hp = self._check_hyper()
-        init = self.params_ if self.form != "capacity_kkt" else None
+        hp = self._fit_hp
+        init = self.params_ if self._law_form != "capacity_kkt" else None
         tasks = []
         for g in gens:
             idx = np.concatenate([g.choice(rows, size=rows.size, replace=True) for rows in strata])
-            tasks.append((self.get_params(), hp, (N[idx], None if D is None else D[idx], R[idx], Y[idx], s[idx],
-                                                  single), init, int(g.integers(2**63 - 1))))
+            tasks.append((self._fit_params, hp, (N[idx], None if D is None else D[idx], R[idx], Y[idx], s[idx],
+                                                 single), init, int(g.integers(2**63 - 1))))
         with as_map(self.workers) as mapper:
             bar = progress_bar(progress=self.progress, total=n_resamples, desc="MixtureLaw.bootstrap")
             laws = []
@@ -1304,6 +1424,7 @@ def _bootstrap_refit(task):
     with _one_blas_thread():
         law._fit_arrays(hp, N, D, R, Y, s, single, fixed, rng=seed, workers=1, progress=False, init=init)
     law._train = (N, D, R, Y, s, single)
+    law._fit_hp, law._fit_fixed, law._fit_params = hp, fixed, {**params, "rng": seed}
     return law
 
 
