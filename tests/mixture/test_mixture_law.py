@@ -829,3 +829,39 @@ def test_methods_after_fit_use_the_fitted_hyperparameters_not_the_live_ones():
         np.testing.assert_array_equal(again.lower, delta.lower)
         np.testing.assert_array_equal(again.upper, delta.upper)
         np.testing.assert_array_equal(np.array([b.coef_ for b in law.bootstrap(2, rng=3)]), np.array(boot))
+
+
+def test_data_mixing_bootstrap_resamples_whole_mixtures_and_reaches_unseen_sizes():
+    """M + 1 = 4 mixtures shared by 5 sizes, the fewest that determine the per-size law at an unseen size:
+    resampling runs within sizes would break them up. Each resample keeps a mixture's runs at every size."""
+    M = 3
+    N, R, mixes = _design(M=M, n_mix=M + 1)
+    P = _planted("separable", V=2, M=M)
+    P["alpha"][:] = 0.3
+    rng = np.random.default_rng(34)
+    y = ref.separable(P, N, R, N0) * np.exp(1e-3 * rng.standard_normal((N.size, 2)))
+    law = MixtureLaw("data_mixing", n_starts=2, rng=0).fit(mixture_features(N, R), y)
+    for b in law.bootstrap(6, rng=1):
+        Nb, _, Rb = b._train[:3]
+        assert Nb.size == N.size
+        for mix in np.unique(Rb, axis=0):
+            at = np.flatnonzero((Rb == mix).all(axis=1))
+            sizes, counts = np.unique(Nb[at], return_counts=True)
+            np.testing.assert_array_equal(sizes, SIZES)           # all sizes of the mixture
+            assert (counts == counts[0]).all()                    # as often at each
+    big = 3 * SIZES[-1]
+    res = law.predict_interval(mixture_features(big, mixes[:2]), method="bootstrap", n_resamples=8, rng=2)
+    assert np.isfinite(res.lower).all() and np.isfinite(res.upper).all()
+    assert (res.lower <= res.upper).all()
+
+
+def test_data_mixing_honours_fixed_E_at_unseen_sizes():
+    N, R, mixes = _design(M=3, n_mix=8)
+    P = _planted("separable", V=2, M=3)
+    P["alpha"][:] = 0.3
+    y = ref.separable(P, N, R, N0)
+    law = MixtureLaw("data_mixing", fixed={"E": [0.5, 0.25]}, n_starts=2, rng=0).fit(mixture_features(N, R), y)
+    np.testing.assert_array_equal(law.params_["E"], np.tile([0.5, 0.25], (SIZES.size, 1)))
+    big = 3 * SIZES[-1]
+    law.predict(mixture_features(big, mixes[:2]))
+    np.testing.assert_array_equal(law._dml_cache[big][0], [0.5, 0.25])

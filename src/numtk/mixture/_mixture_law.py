@@ -1271,10 +1271,16 @@ class MixtureLaw(Estimator):
     def bootstrap(self, n_resamples: int = 200, *, rng: Any = None) -> list["MixtureLaw"]:
         """Refits on resampled training runs (cases), stratified by model size.
 
-        Each resample draws, for every training size, as many runs of that size as it had, with replacement.
+        Each resample draws, for every training size, as many runs of that size as it had, with replacement;
+        for ``'data_mixing'`` it draws whole mixtures instead (every run of a mixture, at all its sizes, so that
+        the mixtures shared across sizes that carry the extrapolation to unseen sizes stay whole), within groups
+        of mixtures run at the same sizes. A resample with fewer than M + 1 distinct shared mixtures extrapolates
+        through the original law's shared mixtures, evaluated by its own per-size laws.
         Each refit starts from this law's parameters and from the profile start (not from ``n_starts`` random
-        starts: the bootstrap measures the sampling variability around this fit's optimum), with this law's
-        hyperparameters. The refits are spread over ``workers``; the result does not depend on it.
+        starts: the bootstrap measures the sampling variability around this fit's optimum), with the
+        hyperparameters of this law's fit; ``'capacity_kkt'`` is the exception: its refits run the full
+        multi-start fit (``n_starts`` starts). The refits are spread over ``workers``; the result does not
+        depend on it.
 
         Parameters
         ----------
@@ -1291,14 +1297,32 @@ class MixtureLaw(Estimator):
         gen = normalize_rng(rng)
         N, D, R, Y, s, single = self._training("bootstrap")
         gens = spawn_rngs(gen, n_resamples)
-        strata = [np.flatnonzero(N == size) for size in np.unique(N)]
         hp = self._fit_hp
-        init = self.params_ if self._law_form != "capacity_kkt" else None
+        form = self._law_form
+        init = self.params_ if form != "capacity_kkt" else None
+        fallback = None
+        if form == "data_mixing":
+            # clusters: every run of one mixture (across sizes), stratified by the sizes the mixture was run at
+            _, cluster = np.unique(np.round(R, 12), axis=0, return_inverse=True)
+            cluster = cluster.reshape(-1)
+            members = [np.flatnonzero(cluster == c) for c in range(cluster.max() + 1)]
+            groups: dict = {}
+            for c, rows in enumerate(members):
+                groups.setdefault(tuple(np.unique(N[rows])), []).append(c)
+            strata = [np.array(g) for g in groups.values()]
+            anchors, losses = self._dml_anchor_data()
+            fallback = anchors[np.isfinite(losses[:, :, 0]).sum(axis=0) >= 3]
+        else:
+            strata = [np.flatnonzero(N == size) for size in np.unique(N)]
         tasks = []
         for g in gens:
-            idx = np.concatenate([g.choice(rows, size=rows.size, replace=True) for rows in strata])
+            if form == "data_mixing":
+                picked = np.concatenate([g.choice(c, size=c.size, replace=True) for c in strata])
+                idx = np.concatenate([members[c] for c in picked])
+            else:
+                idx = np.concatenate([g.choice(rows, size=rows.size, replace=True) for rows in strata])
             tasks.append((self._fit_params, hp, (N[idx], None if D is None else D[idx], R[idx], Y[idx], s[idx],
-                                                 single), init, int(g.integers(2**63 - 1))))
+                                                 single), init, int(g.integers(2**63 - 1)), fallback))
         with as_map(self.workers) as mapper:
             bar = progress_bar(progress=self.progress, total=n_resamples, desc="MixtureLaw.bootstrap")
             laws = []
@@ -1409,8 +1433,14 @@ class MixtureLaw(Estimator):
         gen = np.random.default_rng([seed, int(np.float64(size).view(np.uint64))])  # per size, not per call order
         V = target.shape[1]
         Eout, theta = np.empty(V), np.empty((V, self.n_domains_))
+        fixed_E = (getattr(self, "_fit_fixed", None) or {}).get("E")
         for i in range(V):
-            best = _fit_dml_set(anchors, target[:, i], np.ones(len(anchors)), None, hp, gen.spawn(1)[0])
+            E_i = None if fixed_E is None else float(fixed_E[i])
+            if E_i is not None and not E_i < target[:, i].min():
+                raise ValueError(f"`fixed['E']` = {E_i:.6g} of validation set {i} is not below the losses "
+                                 f"extrapolated to the size {size:.6g} (minimum {target[:, i].min():.6g}): the law "
+                                 "cannot hold it there")
+            best = _fit_dml_set(anchors, target[:, i], np.ones(len(anchors)), E_i, hp, gen.spawn(1)[0])
             Eout[i], theta[i] = best
         cache[size] = (Eout, theta)
         return cache[size]
@@ -1418,13 +1448,18 @@ class MixtureLaw(Estimator):
 
 def _bootstrap_refit(task):
     """One bootstrap refit (module level, so that a process pool can carry it)."""
-    params, hp, (N, D, R, Y, s, single), init, seed = task
+    params, hp, (N, D, R, Y, s, single), init, seed, fallback = task
     law = MixtureLaw(**{**params, "workers": 1, "progress": False, "rng": seed})
     fixed = law._check_fixed(hp, Y.shape[1], R.shape[1], 0, Y, s > 0)
     with _one_blas_thread():
         law._fit_arrays(hp, N, D, R, Y, s, single, fixed, rng=seed, workers=1, progress=False, init=init)
     law._train = (N, D, R, Y, s, single)
     law._fit_hp, law._fit_fixed, law._fit_params = hp, fixed, {**params, "rng": seed}
+    if fallback is not None and law._dml_anchor_losses is not None and \
+            (np.isfinite(law._dml_anchor_losses[:, :, 0]).sum(axis=0) >= 3).sum() < R.shape[1] + 1:
+        # a resample drawing fewer than M + 1 distinct shared mixtures: extrapolate through the original shared
+        # mixtures, their losses given by this refit's per-size laws
+        law._dml_anchors, law._dml_anchor_losses = fallback, None
     return law
 
 
