@@ -635,6 +635,7 @@ def _small():
     ({"delta": 0.0}, "`delta`"),
     ({"n_starts": 0}, "`n_starts`"),
     ({"n_starts": 2**63}, "`n_starts`"),
+    ({"n_starts": 10_001}, "`n_starts`"),
     ({"data_term": "yes"}, "`data_term`"),
     ({"data_term": True, "form": "data_mixing"}, "`data_term`"),
     ({"reference_size": -1.0}, "`reference_size`"),

@@ -1,4 +1,5 @@
-"""MixtureLaw: validation losses from model size and data mixture (CAMEL, reconstructed; prior laws exact)."""
+"""MixtureLaw: validation losses from model size and data mixture (CAMEL, separable and additive reconstructed;
+the Data Mixing Law and the capacity-KKT law as published)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ _LBFGS = {"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10_000}
 # ftol 1e-15 crawls for thousands of iterations per start; screening spends that only where it can matter.
 _SCREEN = {"ftol": 1e-10, "gtol": 1e-7, "maxiter": 10_000}
 _N_POLISH = 4
+_MAX_STARTS = 10_000                        # starts of one problem are held at once (16 KB each for L-BFGS-B)
 _KKT_KEYS = ("b", "c", "A", "a", "E")
 _SIZE_TOL = 1e-9                            # relative tolerance matching a size to a training size
 
@@ -290,12 +292,13 @@ class MixtureLaw(Estimator):
         :math:`L_i = E_i + \exp(\sum_j r_j\theta_{ij} - \ell\sum_j r_j\alpha_{ij})`, :math:`\alpha_{ij} > 0`:
         the log-coefficient and the size exponent are both linear in the mixture, so the best mixture moves
         with N. 2M + 1 parameters per set.
-    ``'separable'``
+    ``'separable'`` (numtk's own form)
         :math:`L_i = E_i + \exp(\sum_j r_j\theta_{ij} - \alpha_i\ell)` (camel with
         :math:`\alpha_{ij} = \alpha_i`). M + 2 parameters.
-    ``'additive'``
-        :math:`L_i = E_i + \exp(\kappa_i - \alpha_i\ell) + \exp(\sum_j r_j\theta_{ij})` (the additive law of
-        Shukor et al.). M + 3 parameters.
+    ``'additive'`` (numtk's form, **reconstructed**; not Shukor et al.'s law)
+        :math:`L_i = E_i + \exp(\kappa_i - \alpha_i\ell) + \exp(\sum_j r_j\theta_{ij})`: a size term plus
+        a mixture term, in the spirit of the additive law of Shukor et al., whose published form
+        :math:`E + 1/\sum_j C_j h_j^{\gamma_j} + A N^{-\alpha} + B D^{-\beta}` differs. M + 3 parameters.
     ``'data_mixing'``
         The Data Mixing Law of Ye et al. fitted separately at each training size s:
         :math:`L_i = E^{(s)}_i + \exp(\sum_j r_j\theta^{(s)}_{ij})` (:math:`k e^{t_j}` written as
@@ -333,8 +336,10 @@ class MixtureLaw(Estimator):
         Residuals :math:`\log\hat L - \log L` (Chinchilla's convention) or :math:`\hat L - L` (Data Mixing
         Laws' convention, where a typical ``delta`` is 0.01).
     n_starts : int, default 32
-        Starts per validation set (and per size for ``'data_mixing'``): the profile start, for camel the fitted
-        separable law, then random starts.
+        Starts per validation set (and per size for ``'data_mixing'``), at most 10,000: the profile start, for
+        camel the fitted separable law, then random starts (camel with ``n_starts=1`` keeps only the separable
+        start and drops its own profile start; the separable law it starts from is fitted with ``n_starts``
+        starts of its own).
     fixed : dict, optional
         Parameters held constant, by name (keys of ``params_``), each a scalar or an array broadcast to the
         parameter's shape: ``{'E': 0.0}`` (needed with two training sizes) or ``{'E': (V,) array}``.
@@ -406,7 +411,12 @@ class MixtureLaw(Estimator):
     parameters for MoE), the residual (``loss``, ``delta``, ``space``), the reference size, the token term
     (``data_term``). The vertex parametrisation (one :math:`\theta_{ij}`, :math:`\alpha_{ij}` per pure domain)
     has none of the gauge redundancy of the :math:`(k, t)` form, and keeps every exponent positive on the
-    whole simplex. The prior forms are implemented as published.
+    whole simplex. ``'separable'`` (camel with one size exponent per set) and ``'additive'`` (a size term plus
+    a mixture term) are numtk's forms too, built as baselines for the nesting; ``'additive'`` is not the
+    additive law of Shukor et al. [4]_, whose form (an inverse sum of powers of the weights, and a token
+    term) differs. Only ``'data_mixing'`` (Ye et al. [2]_, per size; the extrapolation to unseen sizes through
+    their size law is numtk's assembly of their pipeline) and ``'capacity_kkt'`` (Dai and Zheng [3]_) are
+    published forms.
 
     **Fit.** Validation sets are independent. Per set, the profile start solves the (weighted) least squares
     of :math:`\log(L - E)` on the law's log-linear regressors for 64 values of E (uniform in
@@ -418,8 +428,10 @@ class MixtureLaw(Estimator):
     :math:`10^{-4} \le \alpha \le 5`, minimising :math:`\sum_n s_n \rho(\log\hat L_n - \log L_n)`;
     every start is first run to ftol 1e-10, gtol 1e-7 (screening), and the four lowest are then refined to
     ftol 1e-15, gtol 1e-10; the lowest objective is kept (``starts_`` says which starts were screened only).
-    The starts of a set advance together, so that one vectorised evaluation
-    serves all of them. Exponent fits need three distinct sizes unless E is fixed.
+    Where SciPy's L-BFGS-B routine has the interface numtk drives (probed once;
+    SciPy >= 1.15), the starts of a set advance together, so that one vectorised evaluation serves all of them;
+    otherwise (or should that path raise) each start runs through ``scipy.optimize.minimize`` in turn, the
+    same algorithm. Exponent fits need three distinct sizes unless E is fixed.
 
     **Unseen sizes of 'data_mixing'.** The mixtures run at three or more training sizes (at least M + 1 of
     them) are extrapolated with Ye et al.'s size law, :math:`E_{mi} + \exp(\kappa_{mi} - \alpha\ell)`
@@ -819,7 +831,7 @@ class MixtureLaw(Estimator):
         loss = check_option(self.loss, "loss", _LOSSES)
         delta = check_real(self.delta, "delta", low=0, low_open=True)
         space = check_option(self.space, "space", _SPACES)
-        n_starts = check_int(self.n_starts, "n_starts", minimum=1, maximum=100_000)
+        n_starts = check_int(self.n_starts, "n_starts", minimum=1, maximum=_MAX_STARTS)
         check_bool(self.progress, "progress")
         N0 = None if self.reference_size is None else check_real(self.reference_size, "reference_size", low=0,
                                                                  low_open=True)
