@@ -441,6 +441,22 @@ def test_benchmark_target_scales_the_gradient_only():
     assert loss.target_value == pytest.approx(float(Lt.mean()), rel=1e-12)
 
 
+def test_default_target_mixture_with_a_benchmark_is_the_benchmark_optimum():
+    law = _camel(V=2, M=3, seed=8)
+    bench = LossToBenchmarkLaw.from_params("sigmoid", floor=0.25, ceiling=0.9, slope=4.0, midpoint=2.2,
+                                           loss_weights=[0.3, 0.7])
+    # the runs observe the losses weighted as the benchmark reads them (else the score is not estimable)
+    res = allocate_budget(300.0, SIZES6, SIZES6 / 1e7, law, target_size=1e9, n_mixtures=3, noise=0.01,
+                          benchmark=bench, weights=[0.3, 0.7], rng=3)
+    best = optimal_mixture(law, 1e9, benchmarks=bench, rng=0).mixture
+    np.testing.assert_allclose(res.target_mixture, best, atol=1e-6)
+    # a brute-force check that it is the benchmark optimum, not the mean-loss one
+    g = np.random.default_rng(0).dirichlet(np.ones(3), 4000)
+    scores = bench.predict(law.predict(mixture_features(1e9, g)))
+    top = float(bench.predict(law.predict(mixture_features(1e9, res.target_mixture)))[0])
+    assert top >= scores.max() - 1e-9
+
+
 def test_default_mixtures_and_target_mixture():
     law = _camel(V=2, M=3, seed=8)
     res = allocate_budget(300.0, SIZES6, SIZES6 / 1e7, law, target_size=1e9, n_mixtures=5, noise=0.01, rng=3)

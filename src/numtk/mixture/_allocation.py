@@ -601,7 +601,9 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
     target_mixture : array_like, shape (M,), optional
         r*, the mixture of the target (non-negative, summing to 1 within 1e-6; renormalised). Default: the
         law's optimal mixture at `target_size`, ``optimal_mixture(law, target_size, weights=weights).mixture``
-        (with `tokens` at the target and `benchmark` when given).
+        (with `tokens` at the target), or with `benchmark`
+        ``optimal_mixture(law, target_size, benchmarks=benchmark).mixture`` (`weights` then only aggregate the
+        observed losses).
     mixtures : array_like, shape (m, M), optional
         The candidate mixtures, run at every candidate size (rows as `target_mixture`). Default: r* and
         ``n_mixtures - 1`` draws from Dirichlet(1, ..., 1) with `rng`.
@@ -884,11 +886,13 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
     if target_mixture is None:
         from numtk.mixture._optimal_mixture import optimal_mixture
 
-        kw = {"weights": w, "rng": gen}
+        kw = {"rng": gen}
         if t_tok is not None:
             kw["tokens"] = t_tok
         if benchmark is not None:
-            kw["benchmarks"] = benchmark
+            kw["benchmarks"] = benchmark      # the benchmark's loss_weights_ aggregate the losses, not `weights`
+        else:
+            kw["weights"] = w
         r_star = np.asarray(optimal_mixture(law, target_size, **kw).mixture, dtype=np.float64)
     if mixtures is None:
         check_size(S * n_mixtures, 8.0 * (V * 64 + 4 * M + 16), "n_mixtures")
