@@ -866,3 +866,43 @@ def test_data_mixing_honours_fixed_E_at_unseen_sizes():
     big = 3 * SIZES[-1]
     law.predict(mixture_features(big, mixes[:2]))
     np.testing.assert_array_equal(law._dml_cache[big][0], [0.5, 0.25])
+
+
+def test_a_missing_or_extra_tokens_column_is_named_as_such():
+    N, R, mixes = _design(M=3, n_mix=6)
+    rng = np.random.default_rng(35)
+    y = rng.uniform(2.0, 3.0, (N.size, 3))
+    no_tokens = mixture_features(N, R)
+    with_tokens = mixture_features(N, R, tokens=1e9)
+    for law in (MixtureLaw("capacity_kkt", n_starts=2), MixtureLaw("camel", data_term=True, n_starts=2)):
+        with pytest.raises(ValueError, match=r"`X` has no tokens column.*mixture_features\(\.\.\., tokens="):
+            law.fit(no_tokens, y)
+    with pytest.raises(ValueError, match="`X` has a tokens column this law does not use"):
+        MixtureLaw("camel", n_starts=2).fit(with_tokens, y)
+    plain = MixtureLaw.from_params("camel", _planted("camel", 2, 3), reference_size=1e8)
+    with pytest.raises(ValueError, match="`X`.*tokens column"):
+        plain.predict(mixture_features(1e8, mixes, tokens=1e9))
+    tok = MixtureLaw.from_params("camel", _planted("camel", 2, 3, data=True), reference_size=1e8,
+                                 reference_tokens=1e10)
+    with pytest.raises(ValueError, match="`X`.*tokens column looks missing"):
+        tok.predict(mixture_features(1e8, mixes))
+
+
+def test_capacity_kkt_refuses_a_fixed_H_at_or_above_the_smallest_size_in_millions():
+    N, R, _ = _design(M=2, n_mix=4)
+    X = mixture_features(N, R, tokens=1e10)
+    y = np.random.default_rng(36).uniform(2.0, 3.0, (N.size, 2))
+    with pytest.raises(ValueError, match=r"`fixed\['H'\]`.*millions"):
+        MixtureLaw("capacity_kkt", fixed={"H": N.min() / 1e6}, n_starts=2).fit(X, y)
+
+
+def test_capacity_kkt_on_one_domain_with_1d_losses_predicts_1d():
+    N = np.repeat(SIZES, 3)
+    D = np.tile([2e9, 5e9, 1e10], SIZES.size)
+    law_true = MixtureLaw.from_params("capacity_kkt", {"b": [0.3], "c": [2.0], "A": [1.5], "a": [0.3], "E": [1.2],
+                                                       "H": 1.0})
+    X = mixture_features(N, np.ones((N.size, 1)), tokens=D)
+    y = law_true.predict(X)[:, 0]
+    law = MixtureLaw("capacity_kkt", loss="l2", n_starts=2, rng=0).fit(X, y)
+    assert law.predict(X).shape == (N.size,)
+    assert law.predict_interval(X[:2]).upper.shape == (2,)

@@ -167,6 +167,27 @@ def mixture_features(model_sizes: Any, mixtures: Any, *, tokens: Any = None) -> 
     return X
 
 
+def _on_simplex(W: np.ndarray) -> bool:
+    return W.shape[1] > 0 and W.shape[0] > 0 and bool(W.min() >= 0) and \
+        bool(np.max(np.abs(W @ np.ones(W.shape[1]) - 1.0)) <= _SIMPLEX_TOL)
+
+
+def _check_token_column(X: np.ndarray, uses_tokens: bool, name: str) -> None:
+    """Say so when ``X`` lacks the tokens column a law needs, or carries one it does not use (the mixture check
+    would otherwise report a row sum that means nothing to the caller)."""
+    first = 2 if uses_tokens else 1
+    if _on_simplex(X[:, first:]):
+        return
+    if uses_tokens and X.shape[1] >= 2 and _on_simplex(X[:, 1:]):
+        raise ValueError(f"`{name}` has no tokens column: this law uses tokens (form 'capacity_kkt' or "
+                         f"`data_term` = True), so column 1 must hold the training tokens before the mixture weights; "
+                         f"build it with mixture_features(..., tokens=...)")
+    if not uses_tokens and X.shape[1] >= 3 and _on_simplex(X[:, 2:]):
+        raise ValueError(f"`{name}` has a tokens column this law does not use: columns 2 onwards are the mixture "
+                         f"weights, so column 1 looks like tokens; build it with mixture_features(...) without "
+                         f"`tokens` (or use `data_term` = True)")
+
+
 def _param_array(params: dict, key: str, name: str) -> np.ndarray:
     if key not in params:
         raise ValueError(f"`{name}` must hold {key!r}")
@@ -309,7 +330,9 @@ class MixtureLaw(Estimator):
         Dai and Zheng's law (needs tokens and V = M):
         :math:`L_i = c_i x_i^*(h)^{-b_i} + A_i (D h_i)^{-a_i} + E_i` with :math:`x^*` the capacity split
         solving :math:`\min_x \sum_i h_i c_i x_i^{-b_i}` s.t. :math:`\sum_i x_i = N + (K-1)H`,
-        :math:`x_i \ge H` (N in millions of parameters, D in billions of tokens).
+        :math:`x_i \ge H` (N in millions of parameters, D in billions of tokens: ``X`` holds raw counts and
+        the law rescales them; H, the least capacity of a domain, is in millions of parameters, and a fixed H
+        must lie below the smallest training size in millions).
 
     With ``data_term=True`` (camel, separable, additive) a token term
     :math:`\exp(\zeta_i - \beta_i\log(D/D_0))` is added and column 1 of ``X`` holds the tokens.
@@ -663,7 +686,13 @@ class MixtureLaw(Estimator):
         X = as_points(X, name)
         if X.shape[1] != self.n_features_in_:
             tok = " (size, tokens, then the weights)" if self.uses_tokens_ else " (size, then the weights)"
-            raise ValueError(f"`{name}` must have {self.n_features_in_} columns{tok}; got {X.shape[1]}")
+            hint = ""
+            if self.uses_tokens_ and X.shape[1] == self.n_features_in_ - 1:
+                hint = ": the tokens column looks missing (build X with mixture_features(..., tokens=...))"
+            elif not self.uses_tokens_ and X.shape[1] == self.n_features_in_ + 1:
+                hint = ": it looks like it carries a tokens column this law does not use (build X with " \
+                       "mixture_features(...) without `tokens`)"
+            raise ValueError(f"`{name}` must have {self.n_features_in_} columns{tok}; got {X.shape[1]}{hint}")
         N = X[:, 0]
         if N.min() <= 0:
             raise ValueError(f"`{name}` column 0 (model sizes) must be > 0; got a minimum of {N.min():.3g}")
@@ -864,6 +893,7 @@ class MixtureLaw(Estimator):
             D = X[:, 1].copy()
             if D.min() <= 0:
                 raise ValueError(f"`X` column 1 (tokens) must be > 0; got a minimum of {D.min():.3g}")
+        _check_token_column(X, uses_tokens, "X")
         R = np.array(_check_mixtures(X[:, first:], "X"))  # a copy: the training runs are kept
         Y = as_array(y, "y")
         if Y.ndim not in (1, 2):
@@ -906,6 +936,10 @@ class MixtureLaw(Estimator):
                 ("E" in fixed and sizes.size == 2):
             raise ValueError(f"`X` must hold at least 3 distinct model sizes for form {form!r} (2 suffice with "
                              f"`fixed` = {{'E': ...}}); got {sizes.size}")
+        if form == "capacity_kkt" and "H" in fixed and not float(fixed["H"]) < N[keep].min() / 1e6:
+            raise ValueError(f"`fixed['H']` = {float(fixed['H']):.6g} must be below the smallest model size in "
+                             f"millions of parameters ({N[keep].min() / 1e6:.6g}): H is the least capacity "
+                             "of a domain, in millions of parameters, and K domains share N + (K - 1) H")
         if hp["data_term"] and np.unique(D[keep]).size < 2:
             raise ValueError("`X` must hold at least 2 distinct token counts (column 1) with `data_term` = True")
         return N, D, R, Y, s, single, fixed
@@ -992,7 +1026,7 @@ class MixtureLaw(Estimator):
                           "poorly determined", NumtkWarning, stacklevel=3)
         gen = normalize_rng(rng)
         if form == "capacity_kkt":
-            self._fit_kkt(hp, N, D, R, Y, s, fixed, gen, workers, progress, init)
+            self._fit_kkt(hp, N, D, R, Y, s, fixed, gen, workers, progress, init, single)
             self._finish(N, D, R, Y, s, single, V, M, hp)
             return
         distinct = np.unique(N[keep])
@@ -1028,7 +1062,7 @@ class MixtureLaw(Estimator):
         res = res[np.isfinite(res)]
         self.residual_std_ = float(1.4826 * np.median(np.abs(res - np.median(res)))) if res.size else float("nan")
 
-    def _fit_kkt(self, hp, N, D, R, Y, s, fixed, gen, workers, progress, init) -> None:
+    def _fit_kkt(self, hp, N, D, R, Y, s, fixed, gen, workers, progress, init, single=False) -> None:
         from numtk.mixture._capacity_kkt import kkt_fit
 
         M = R.shape[1]
@@ -1039,7 +1073,7 @@ class MixtureLaw(Estimator):
                 fixed=fixed or None, sample_weight=s, rngs=rngs, map_fn=mapper, progress=progress)
         self.reference_size_ = None
         self.reference_tokens_ = None
-        self._set_fitted(P, V=M, M=M, N0=None, D0=None, uses_tokens=True, single=False)
+        self._set_fitted(P, V=M, M=M, N0=None, D0=None, uses_tokens=True, single=single)
         self.loss_ = float(objective)
         self.success_ = bool(success)
         self.starts_ = list(starts)
