@@ -87,6 +87,8 @@ _PILE_CC_MEASURED = {"camel": (0.8629, 0.9127), "separable": (0.8756, 0.9304),
 # the same over the 13 validation sets (mean of the per-set values)
 _ALL_SETS_MEASURED = {"camel": (0.7268, 0.8156), "separable": (0.7332, 0.7959),
                       "additive": (0.9364, 0.6641)}
+# and the mean absolute error on the fitted 1M + 60M runs (Pile-CC)
+_PILE_CC_FIT_MAE = {"camel": 0.1162, "separable": 0.1178, "additive": 0.0609}
 _FORMS = ("camel", "separable", "additive")
 
 
@@ -130,13 +132,20 @@ def test_regmix_laws_predict_the_1b_runs(regmix, pile_cc_laws):
     baseline = rm.blocks["1B"].mixtures @ _linear_baseline(rm)[:, t]
     rows = [["RegMix linear (1M only)", _spearman(baseline, y_big[:, t]), np.nan, np.nan, "-"]]
     for form, law in laws.items():
-        assert law.success_ and law.n_domains_ == 17 and law.n_outputs_ == 1
+        # not law.success_: a convergence flag whose value can change with a SciPy release; the objective and
+        # the predictions are what matter
+        assert law.n_domains_ == 17 and law.n_outputs_ == 1
         np.testing.assert_array_equal(law.params_["E"], 0.0)            # held fixed
         pred = law.predict(X_big)
         assert pred.shape == (64,)
         rho = _spearman(pred, y_big[:, t])
         mae = float(np.mean(np.abs(pred - y_big[:, t])))
         fit_mae = float(np.mean(np.abs(law.predict(X) - Y[:, t])))
+        # the reported objective is the Huber loss (delta 1e-3) of the log residuals of its own predictions
+        r = np.abs(np.log(law.predict(X)) - np.log(Y[:, t]))
+        huber = np.where(r <= 1e-3, 0.5 * r ** 2, 1e-3 * (r - 0.5e-3))
+        assert law.loss_ == pytest.approx(float(huber.sum()), rel=1e-9)
+        assert fit_mae <= _PILE_CC_FIT_MAE[form] + 0.02, form
         rows.append([form, rho, mae, fit_mae, f"{seconds[form]:.1f}s"])
         rho0, mae0 = _PILE_CC_MEASURED[form]
         assert rho >= rho0 - 0.02, form
