@@ -373,7 +373,10 @@ class MixtureLaw(Estimator):
     workers : int or map-like callable, default 1
         Processes (or a ``map``-like callable) over the refinement tasks (one per validation set, and per size
         for ``'data_mixing'``, each refining all its starts) and over the bootstrap resamples; results do not
-        depend on it.
+        depend on it. Limitation: the tasks are not split by start, so a fit with one validation set (other than
+        ``'capacity_kkt'``, whose fit maps its starts) runs on one worker; the starts of a task share batched
+        evaluations whose round-off depends on the batch, so splitting them by the number of workers would
+        make the fit depend on ``workers``.
     progress : bool, default False
         Show a tqdm bar over the refinements.
 
