@@ -581,3 +581,51 @@ def test_a_budget_too_small_for_the_support_warns():
     with pytest.warns(NumtkWarning, match="do not identify"):
         res = _call(budget=1.5, cost_fn=np.ones(21))
     assert math.isinf(res.std) and res.cost <= 1.5
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the memory check counts the law's parameters
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("multi,n_mixtures", [(False, 60), (True, 30)])
+def test_memory_estimate_bounds_the_traced_peak(monkeypatch, multi, n_mixtures):
+    import tracemalloc
+
+    import numtk.mixture._allocation as alloc
+    from numtk._lib._optional import import_optional
+    from numtk.mixture import planted_law
+
+    import_optional("cvxpy", purpose="the test")           # imported before tracing: its import is not a run's
+    law = planted_law(5, 5, rng=0)                          # p = 55 parameters
+    seen = {}
+    real = alloc.check_size
+
+    def spy(count, per_item, name):
+        seen["need"] = count * per_item
+        return real(count, per_item, name)
+
+    monkeypatch.setattr(alloc, "check_size", spy)
+    sizes = np.geomspace(1e7, 2e8, 5)
+    tracemalloc.start()
+    try:
+        allocate_budget(1e4, sizes, sizes / 1e7, law, target_size=1e9, noise=0.01, rng=0, n_mixtures=n_mixtures,
+                        multiresponse=multi)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert seen["need"] >= peak
+
+
+@pytest.mark.parametrize("by_count", [True, False])
+def test_too_many_candidates_are_refused_naming_the_parameter(monkeypatch, by_count):
+    import numtk._lib._validation as val
+    from numtk.mixture import planted_law
+
+    law = planted_law(5, 5, rng=0)
+    sizes = np.geomspace(1e7, 2e8, 5)
+    # 5 sizes x 400 mixtures at >= 8 * 2 * V * p = 4,400 bytes each is > 8 MB; the old estimate (2,848 bytes
+    # per candidate, 5.7 MB) let it through
+    monkeypatch.setattr(val, "available_memory", lambda: 8 * 2**20)
+    kw = dict(n_mixtures=400) if by_count else dict(
+        mixtures=np.random.default_rng(0).dirichlet(np.ones(5), 400), target_mixture=np.full(5, 0.2))
+    with pytest.raises(ValueError, match="`n_mixtures`" if by_count else "`mixtures`"):
+        allocate_budget(1e4, sizes, sizes / 1e7, law, target_size=1e9, noise=0.01, rng=0, **kw)

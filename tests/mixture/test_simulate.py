@@ -197,3 +197,35 @@ def test_simulate_runs_refuses_bad_input(kwargs, error, match):
 def test_planted_law_refuses_bad_input(kwargs, error, match):
     with pytest.raises(error, match=match):
         planted_law(**kwargs)
+
+
+@pytest.mark.parametrize("M,V", [(3, 40), (40, 2)])
+def test_memory_estimate_counts_the_outputs(monkeypatch, M, V):
+    import tracemalloc
+
+    import numtk.mixture._simulate as sim
+
+    law = planted_law(M, V, rng=0)
+    seen = {}
+    real = sim.check_size
+
+    def spy(count, per_item, name):
+        seen["need"] = count * per_item
+        return real(count, per_item, name)
+
+    monkeypatch.setattr(sim, "check_size", spy)
+    tracemalloc.start()
+    try:
+        simulate_runs(law, np.geomspace(1e7, 2e8, 5), 400, noise=0.01, rng=0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert seen["need"] >= peak              # y is (runs, V): 3 domains and 40 outputs was under-counted 12 times
+
+
+def test_too_many_runs_are_refused_naming_mixtures(monkeypatch):
+    import numtk._lib._validation as val
+
+    monkeypatch.setattr(val, "available_memory", lambda: 2**20)
+    with pytest.raises(ValueError, match="`mixtures`"):
+        simulate_runs(planted_law(3, 40, rng=0), np.geomspace(1e7, 2e8, 5), 400, noise=0.01, rng=0)
