@@ -142,7 +142,9 @@ def _reserve_design(sizes, m, count):
     logs = np.log(sizes)
     chosen = []
     for t in np.linspace(logs.min(), logs.max(), count):
-        chosen.append(next(i for i in np.argsort(np.abs(logs - t), kind="stable") if i not in chosen))
+        # nearest in log size; a tie (within round-off) goes to the smaller size
+        key = [(round(abs(logs[i] - t), 9), sizes[i], i) for i in range(len(sizes))]
+        chosen.append(next(i for _, _, i in sorted(key) if i not in chosen))
     pi = np.zeros((len(sizes), m))
     pi[chosen] = 1.0 / (count * m)
     return pi.ravel(), sorted(chosen)
@@ -386,21 +388,34 @@ def test_rounding_equals_a_plain_greedy(V, multi):
     # dozens of runs to add (past the 64-step refresh)
     law = _camel(V=V, M=2, seed=7)
     costs = np.array([1.0, 3.0, 10.0, 40.0, 150.0, 600.0])
-    res = allocate_budget(6000.0, SIZES6, costs, law, target_size=1e9, target_mixture=[0.5, 0.5], mixtures=MIX4,
-                          noise=0.01, reserve=0.2, multiresponse=multi)
+    from numtk._lib import NumtkWarning
+
+    with pytest.warns(NumtkWarning, match=r"reserve sizes \[200000000.0\] got no run"):   # 400 buys no 600 run
+        res = allocate_budget(6000.0, SIZES6, costs, law, target_size=1e9, target_mixture=[0.5, 0.5],
+                              mixtures=MIX4, noise=0.01, reserve=0.2, multiresponse=multi)
     F, g = _rows(law, SIZES6, MIX4, 0.01, multi=multi, target=(1e9, [0.5, 0.5]))
     ck = np.repeat(costs, 4)
-    n = np.floor(res.design.ravel() * 6000.0 / ck * (1 + 1e-12)).astype(np.int64)
+    # the reserve per size (floor of its share, dealt round-robin over the mixtures), the rest floored per cell,
+    # the leftover floored again over the design while that adds runs
+    pi_res, chosen = _reserve_design(SIZES6, 4, 3)
+    pi = res.design.ravel()
+    base = np.zeros((6, 4), np.int64)
+    for i in chosen:
+        cnt = int(0.2 * 6000.0 / 3 // costs[i])
+        base[i] = [cnt // 4 + (j < cnt % 4) for j in range(4)]
+    n = base.ravel() + np.floor((pi - 0.2 * pi_res) * 6000.0 / ck).astype(np.int64)
+    while (add := np.floor(pi * (6000.0 - math.fsum(n * ck)) / ck).astype(np.int64)).any():
+        n += add
     steps = 0
     while True:
-        fits = np.flatnonzero(ck <= (6000.0 - n @ ck) * (1 + 1e-12))
+        fits = np.flatnonzero(ck <= 6000.0 - math.fsum(n * ck))
         if not fits.size:
             break
         v0 = _run_variance(F, g, n)
         gains = [(v0 - _run_variance(F, g, n + np.eye(len(n), dtype=np.int64)[k])) / ck[k] for k in fits]
         n[fits[int(np.argmax(gains))]] += 1
         steps += 1
-    assert steps > 50
+    assert steps > 10
     np.testing.assert_array_equal(res.runs.ravel(), n)
     assert res.cost == pytest.approx(float(n @ ck))
 
@@ -629,3 +644,64 @@ def test_too_many_candidates_are_refused_naming_the_parameter(monkeypatch, by_co
         mixtures=np.random.default_rng(0).dirichlet(np.ones(5), 400), target_mixture=np.full(5, 0.2))
     with pytest.raises(ValueError, match="`n_mixtures`" if by_count else "`mixtures`"):
         allocate_budget(1e4, sizes, sizes / 1e7, law, target_size=1e9, noise=0.01, rng=0, **kw)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# rounding: the reserve survives, the cap is reported, the cost is within the budget, order does not matter
+# ---------------------------------------------------------------------------------------------------------
+def test_every_reserve_size_keeps_a_run_when_its_share_buys_one():
+    import warnings
+
+    from numtk.mixture import planted_law
+
+    law = planted_law(3, 2, rng=0)
+    sizes = np.geomspace(1e7, 2e8, 6)
+    costs = sizes / 1e7
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                         # no reserve size is left empty
+        res = allocate_budget(200.0, sizes, costs, law, target_size=1e9, noise=0.01, rng=0)
+    _, chosen = _reserve_design(sizes, 16, 3)
+    share = 0.2 * 200.0 / 3
+    for i in chosen:
+        if share >= costs[i]:
+            assert res.runs_per_size[i] >= share // costs[i] >= 1
+    assert np.count_nonzero(res.runs_per_size) >= 3 and res.cost <= 200.0
+
+
+def test_rounding_cap_is_reported():
+    from numtk._lib import NumtkWarning
+
+    kw = dict(target_size=5.0, target_mixture=[1.0], mixtures=ONE, noise=1.0, reserve=0.0)
+    full = allocate_budget(1000.5, LIN_SIZES, np.linspace(1.0, 7.0, 21), PolyLaw(), **kw)
+    assert full.success and "max_rounding" not in full.message
+    with pytest.warns(NumtkWarning, match="max_rounding"):
+        res = allocate_budget(1000.5, LIN_SIZES, np.linspace(1.0, 7.0, 21), PolyLaw(),
+                              options={"max_rounding": 0}, **kw)
+    assert not res.success and "max_rounding" in res.message
+    assert res.cost <= full.cost and res.std >= full.std
+
+
+def test_cost_never_exceeds_the_budget_by_round_off():
+    # 0.1 + 0.1 + 0.1 = 0.30000000000000004 > 0.3: a third run does not fit
+    for budget in [0.3, 0.7, 2.3, 0.6]:
+        res = allocate_budget(budget, [1.0, 3.0], [0.1, 0.1], PolyLaw(), target_size=5.0, target_mixture=[1.0],
+                              mixtures=ONE, noise=1.0, reserve=0.0)
+        assert res.cost <= budget
+        assert math.fsum([0.1] * int(res.runs.sum())) <= budget
+        # and no run that fits exactly was left out
+        assert math.fsum([0.1] * int(res.runs.sum() + 1)) > budget
+
+
+@pytest.mark.parametrize("count", [6, 7])
+def test_permuting_candidate_sizes_permutes_the_design(count):
+    from numtk.mixture import planted_law
+
+    law = planted_law(3, 2, rng=0)
+    sizes = np.geomspace(1e7, 2e8, count)
+    mix = np.random.default_rng(0).dirichlet(np.ones(3), 6)
+    kw = dict(target_size=1e9, target_mixture=mix[0], mixtures=mix, noise=0.01)
+    perm = np.random.default_rng(count).permutation(count)
+    a = allocate_budget(500.0, sizes, sizes / 1e7, law, **kw)
+    b = allocate_budget(500.0, sizes[perm], sizes[perm] / 1e7, law, **kw)
+    np.testing.assert_array_equal(b.runs_per_size, a.runs_per_size[perm])
+    assert b.std == pytest.approx(a.std, rel=1e-9)

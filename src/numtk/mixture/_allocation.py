@@ -9,6 +9,7 @@ Frank-Wolfe for the robust and safeguarded variants). See :func:`allocate_budget
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -474,23 +475,42 @@ def _variance(Z: np.ndarray, h: np.ndarray, n: np.ndarray) -> float:
     return float(np.sum((c / s[keep]) ** 2))
 
 
-def _round(Zs: np.ndarray, H: np.ndarray, pi: np.ndarray, costs: np.ndarray, budget: float,
-           max_steps: int, *, floor: bool = True) -> tuple[np.ndarray, int]:
-    """Floor the continuous runs (none with ``floor=False``), then add the run with the largest (mean) variance
-    reduction per unit cost that still fits the budget, until none fits (or none reduces the variance, or
-    ``max_steps``).
+def _cost(n: np.ndarray, costs: np.ndarray) -> float:
+    """The cost of run counts, summed exactly (math.fsum of the per-candidate products): the one definition the
+    rounding's budget test and the returned cost share."""
+    return math.fsum((n * costs).tolist())
 
-    ``Zs`` (P, K, B, r) are the rows of one run (not cost-scaled). The information of the runs carries a ridge
-    RIDGE * budget * tr(M(pi)) so that a design that does not yet identify the target has a large, finite
-    variance and the greedy first repairs it. The inverse and the per-candidate quantities are updated by
-    Woodbury's identity (rank B per run) and recomputed every 64 steps.
+
+def _round(Zs: np.ndarray, H: np.ndarray, pi: np.ndarray, costs: np.ndarray, budget: float,
+           max_steps: int, *, floor: bool = True, floor_pi: np.ndarray | None = None,
+           base: np.ndarray | None = None) -> tuple[np.ndarray, int, bool]:
+    """Floor the continuous runs (none with ``floor=False``), floor the leftover budget again while that adds
+    runs, then add the run with the largest (mean) variance reduction per unit cost that still fits the
+    budget, until none fits (or none reduces the variance, or ``max_steps`` greedy runs).
+
+    ``floor_pi`` (default ``pi``) is the part of the design that is floored cell by cell and ``base`` runs
+    already placed (the reserve, rounded per size by the caller). ``Zs`` (P, K, B, r) are the rows of one run
+    (not cost-scaled). The information of the runs carries a ridge RIDGE * budget * tr(M(pi)) so that a design
+    that does not yet identify the target has a large, finite variance and the greedy first repairs it. The
+    inverse and the per-candidate quantities are updated by Woodbury's identity (rank B per run) and
+    recomputed every 64 steps. The cost test is exact: ``_cost(n) <= budget``. Returns (n, greedy steps,
+    capped: whether the greedy stopped at ``max_steps`` while a run still fitted and lowered the variance).
     """
     nP, K, B, r = Zs.shape
-    n = np.floor(pi * budget / costs * (1 + 1e-12) * floor).astype(np.int64)
-    spent = float(n @ costs)
-    if spent > budget:  # the 1e-12 guard overshot
-        n = np.floor(pi * budget / costs).astype(np.int64)
-        spent = float(n @ costs)
+    fp = pi if floor_pi is None else floor_pi
+    n = np.zeros(K, np.int64) if base is None else np.asarray(base, dtype=np.int64).copy()
+    if floor:
+        n += np.floor(fp * budget / costs).astype(np.int64)
+        # batches: the leftover budget floored again over the design (fewer greedy steps for large budgets)
+        for _ in range(64):
+            left = budget - _cost(n, costs)
+            add = np.floor(pi * left / costs).astype(np.int64)
+            if not add.any():
+                break
+            n += add
+    while n.any() and _cost(n, costs) > budget:       # round-off: drop runs from the fullest cell
+        n[int(np.argmax(n * costs))] -= 1
+    spent = _cost(n, costs)
     Zf = Zs.reshape(nP, K * B, r)
     Mcont = _information(Zs / np.sqrt(costs)[None, :, None, None], pi) * budget
     ridge = RIDGE * np.trace(Mcont, axis1=1, axis2=2)
@@ -511,10 +531,13 @@ def _round(Zs: np.ndarray, H: np.ndarray, pi: np.ndarray, costs: np.ndarray, bud
 
     Ainv, Zu, G = refresh()
     var0 = float(np.mean(np.einsum("pr,prs,ps->p", H, Ainv, H)))
-    while steps < max_steps:
+    capped = True
+    blocked = np.zeros(K, bool)
+    while True:
         left = budget - spent
-        fits = costs <= left * (1 + 1e-12)
+        fits = (costs <= left) & ~blocked
         if not fits.any():
+            capped = False
             break
         if B == 1:
             red = Zu[:, :, 0] ** 2 / (1.0 + G[:, :, 0, 0])
@@ -525,9 +548,17 @@ def _round(Zs: np.ndarray, H: np.ndarray, pi: np.ndarray, costs: np.ndarray, bud
         gain = np.where(fits, red / costs, -np.inf)
         k = int(np.argmax(gain))
         if not red[k] > 1e-14 * var0:
+            capped = False
+            break
+        if steps >= max_steps:
             break
         n[k] += 1
-        spent += float(costs[k])
+        new_spent = _cost(n, costs) if left - costs[k] < 1e-9 * budget else spent + float(costs[k])
+        if new_spent > budget:                    # the running test passed by round-off: it does not fit
+            n[k] -= 1
+            blocked[k] = True
+            continue
+        spent = new_spent
         steps += 1
         if steps % 64 == 0:
             Ainv, Zu, G = refresh()
@@ -541,7 +572,9 @@ def _round(Zs: np.ndarray, H: np.ndarray, pi: np.ndarray, costs: np.ndarray, bud
         Zu = Zu - np.einsum("pkbc,pc->pkb", P_all, coef)
         G = G - np.einsum("pkbc,pcd,pked->pkbe", P_all, S_inv, P_all)
         Ainv = Ainv - np.einsum("prb,pbc,psc->prs", AZk, S_inv, AZk)
-    return n, steps
+    while n.any() and _cost(n, costs) > budget:       # the running sum drifted: exact cost within the budget
+        n[int(np.argmax(n * costs))] -= 1
+    return n, steps, capped
 
 
 def _bytes_per_candidate(law: Any, r_star: np.ndarray, target_size: float, t_tok: float | None, M: int, V: int,
@@ -572,13 +605,29 @@ def _bytes_per_candidate(law: Any, r_star: np.ndarray, target_size: float, t_tok
     return 8.0 * per
 
 
+def _reserve_runs(chosen: np.ndarray, share: float, costs: np.ndarray, m: int) -> np.ndarray:
+    """(S, m) runs of the reserve: at each chosen size floor(share / cost) runs, dealt round-robin over the m
+    mixtures (the first mixtures get one more when they do not divide evenly)."""
+    out = np.zeros((costs.size, m), np.int64)
+    for i in chosen:
+        cnt = int(math.floor(share / costs[i]))
+        out[i] = cnt // m + (np.arange(m) < cnt % m)
+    return out
+
+
 def _reserve_sizes(sizes: np.ndarray, count: int) -> np.ndarray:
-    """``count`` distinct candidate sizes nearest to a log-uniform grid from the smallest to the largest."""
+    """``count`` distinct candidate sizes nearest to a log-uniform grid from the smallest to the largest.
+
+    Ties (a grid point halfway between two sizes) go to the smaller size, so the choice does not depend on
+    the order of the candidates."""
     logs = np.log(sizes)
     grid = np.linspace(logs.min(), logs.max(), count)
     chosen: list[int] = []
     for g in grid:
-        order = np.argsort(np.abs(logs - g), kind="stable")
+        dist = np.abs(logs - g)
+        # distances equal up to round-off (log of a geometric grid) count as ties
+        dist = np.round(dist / max(float(np.ptp(logs)), 1e-300), 12)
+        order = np.lexsort((sizes, dist))
         chosen.append(int(next(i for i in order if i not in chosen)))
     return np.array(sorted(chosen))
 
@@ -649,7 +698,9 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
     noise : float or array_like, shape (S,), optional
         The standard deviation of a run's log loss (relative noise), one for all sizes or one per candidate
         size (> 0): a run's loss has standard deviation ``noise * predicted loss``. Default: the pilot fit's
-        ``law.residual_std_``. It scales `std`, not the design.
+        ``law.residual_std_``. A common scale (one value, or every per-size value multiplied by the same
+        factor) scales `std` and leaves the design unchanged; per-size values that differ in ratio weight the
+        sizes differently and change the design.
     multiresponse : bool, default False
         False: each run contributes one observation, its weighted loss (Elfving LP). True: each run observes
         its V validation losses, independently with the noise above (Sagnol's SOCP; needs cvxpy).
@@ -673,7 +724,8 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
     options : dict, optional
         Solver settings: ``max_iter`` (Frank-Wolfe iterations, default 10000), ``tol`` (Frank-Wolfe stops when
         its duality gap is below ``tol`` times the objective, default 1e-9), ``max_rounding`` (runs the
-        greedy rounding may add after flooring, default 100000).
+        greedy rounding may add after flooring, default 100000; reaching it with runs that still fit and
+        help sets ``success=False``, says so in ``message`` and warns).
     rng : {None, int, numpy.random.Generator}, optional
         Source of the default candidate mixtures (and of the optimal mixture's starts when `target_mixture`
         is None).
@@ -713,7 +765,8 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
         n_iter : int
             Frank-Wolfe iterations (0 when the LP or SOCP design is returned as is).
         success : bool
-            Whether the solvers converged (the Frank-Wolfe gap reached ``tol``).
+            Whether the solvers converged (the Frank-Wolfe gap reached ``tol``) and the rounding finished within
+            ``max_rounding`` runs.
         message : str
             What was solved, in words.
 
@@ -789,8 +842,14 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
     solver, from the pilot's Elfving design). With ``multiresponse`` the SOCP's design is polished by the
     same solver (an interior-point solution leaves small weights off the support).
 
-    Rounding: :math:`n_k = \lfloor \pi_k C / c_k \rfloor`, then repeatedly the one run with the largest
-    variance reduction per unit cost that still fits. Since every support point keeps at least
+    Rounding: the reserve per size, :math:`\lfloor \rho C / (\text{min\_sizes}\, c_s) \rfloor` runs at each
+    reserve size dealt round-robin over the mixtures (flooring each of its cells would drop it: its share of
+    one cell is often under one run); the rest :math:`n_k = \lfloor (1-\rho) \pi^{opt}_k C / c_k \rfloor`; the
+    leftover budget floored again over :math:`\pi` while that adds runs; then repeatedly the one run with the
+    largest variance reduction per unit cost that still fits (the cost test is exact:
+    ``math.fsum(runs * cost) <= budget``, so `cost` never exceeds `budget`), at most ``max_rounding`` runs
+    (reaching that cap with budget left sets ``success=False`` and warns). A reserve size whose share buys
+    no run warns. Since every support point keeps at least
     :math:`\pi_k C / c_k - 1` runs and adding runs never raises the variance, the rounded design satisfies
     :math:`V^* \le V(n) \le V(\pi) / (1 - \varepsilon)` with
     :math:`\varepsilon = \max_{k: \pi_k > 0} c_k / (\pi_k C) < 1`, where V(pi) = Phi(pi)/C is the continuous
@@ -798,7 +857,7 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
     bound on :math:`V^*`, so the rounding loses at most a factor :math:`1/(1-\varepsilon)`).
 
     The design is local: it depends on the pilot estimate (spec pitfall: use `theta_samples` when the pilot
-    fit is poor) and is linear in the noise only through `std`.
+    fit is poor); a common scale of `noise` only scales `std`.
 
     References
     ----------
@@ -973,7 +1032,6 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
             else:
                 what += " start, away-step Frank-Wolfe"
             if not converged:
-                import warnings
                 warnings.warn(f"allocate_budget: Frank-Wolfe stopped after {n_iter} iterations (`options` "
                               "max_iter) before its gap reached tol", NumtkWarning, stacklevel=2)
         else:
@@ -984,22 +1042,40 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
 
         # ---- rounding ------------------------------------------------------------------------------------
         Zs, H = _stack(problems, np.ones(K))
-        n, _ = _round(Zs, H, pi, cost_k, budget, max_rounding)
+        base = floor_pi = None
+        if pi_res is not None:
+            # the reserve is rounded per size (its share over one size's mixtures is often under one run per
+            # cell, and flooring cell by cell would drop it), the runs of a size dealt round-robin over mixtures
+            base = _reserve_runs(chosen, reserve * budget / chosen.size, costs, m).reshape(K)
+            floor_pi = (1 - reserve) * pi_opt
+        n, _, capped = _round(Zs, H, pi, cost_k, budget, max_rounding, floor_pi=floor_pi, base=base)
         var_run = _variance(pilot.Z, pilot.h, n)
         if not math.isfinite(var_run):
             # a budget too small for the floored support: the greedy alone, from no run, may still find runs
             # that identify the target (tiny budgets)
-            n0, _ = _round(Zs, H, pi, cost_k, budget, max_rounding, floor=False)
+            n0, _, capped0 = _round(Zs, H, pi, cost_k, budget, max_rounding, floor=False)
             var0 = _variance(pilot.Z, pilot.h, n0)
             if math.isfinite(var0):
-                n, var_run = n0, var0
+                n, var_run, capped = n0, var0, capped0
+        if capped:
+            converged = False
+            what += (f"; the rounding stopped at `options['max_rounding']` = {max_rounding} greedy runs with "
+                     "budget left that would still lower the variance")
+            warnings.warn(f"allocate_budget: the rounding stopped after `options['max_rounding']` = {max_rounding}"
+                          " greedy runs while runs that lower the variance still fit the budget (raise it)",
+                          NumtkWarning, stacklevel=2)
+        if pi_res is not None:
+            empty = [float(sizes[i]) for i in chosen if n.reshape(S, m)[i].sum() == 0]
+            if empty:
+                warnings.warn(f"allocate_budget: reserve sizes {empty} got no run (a run there costs more than the "
+                              "reserve's share of the budget per size; raise `reserve` or `budget`, or lower "
+                              "`min_sizes`)", NumtkWarning, stacklevel=2)
         std_design = math.sqrt(_variance(pilot.Z, pilot.h, pi * budget / cost_k)) * sig_scale
         std = math.sqrt(var_run) * sig_scale
         std_samples = None
         if samples is not None:
             std_samples = np.sqrt([_variance(p.Z, p.h, n) for p in problems]) * sig_scale
         if not math.isfinite(var_run):
-            import warnings
             warnings.warn("allocate_budget: the rounded runs do not identify the target prediction (the budget is "
                           "too small for the design's support); std is inf", NumtkWarning, stacklevel=2)
         elif not (math.isfinite(std) and math.isfinite(std_design)):
@@ -1007,7 +1083,7 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
         design = pi.reshape(S, m)
         runs = n.reshape(S, m)
         support = np.argwhere(design > 0).astype(np.int64)
-        return Result(runs=runs, runs_per_size=runs.sum(axis=1), mixtures=Q, cost=float(n @ cost_k),
+        return Result(runs=runs, runs_per_size=runs.sum(axis=1), mixtures=Q, cost=_cost(n, cost_k),
                       budget_fraction=design.sum(axis=1), design=design, std=std,
                       std_design=std_design, std_samples=std_samples, support=support, run_cost=costs,
                       target_mixture=r_star, target_value=pilot.target_value, n_iter=int(n_iter),
