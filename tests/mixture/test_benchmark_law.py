@@ -62,6 +62,24 @@ def test_planted_recovery_log_sigmoid():
         assert law.midpoint_ == pytest.approx(x0, abs=1e-8)
 
 
+def test_log_sigmoid_fixed_floor_may_lie_below_the_score_range():
+    # OLMo's a = f - c = -1.5 with c = 1: f = -0.5 is outside [0, 1], yet every score is inside
+    a, x0, k = -1.5, 1.8, 3.0
+    x = np.linspace(0.4, 1.7, 15)
+    y = olmo_log_sigmoid(x, a, x0, k)
+    assert y.min() >= 0.0
+    law = LossToBenchmarkLaw("log_sigmoid", floor=-0.5).fit(x, y)
+    assert law.floor_ == -0.5
+    assert law.ceiling_ == pytest.approx(1.0, abs=1e-8)
+    assert law.slope_ == pytest.approx(k, rel=1e-7)
+    assert law.midpoint_ == pytest.approx(x0, abs=1e-7)
+    # the same curve from from_params, which accepts this floor too
+    ref = LossToBenchmarkLaw.from_params("log_sigmoid", floor=-0.5, ceiling=1.0, slope=k, midpoint=x0)
+    np.testing.assert_allclose(law.predict(x), ref.predict(x), atol=1e-9)
+    with pytest.raises(ValueError, match="`floor`"):              # the sigmoid's floor stays bounded
+        LossToBenchmarkLaw("sigmoid", floor=-0.5).fit(X_GRID, np_sigmoid(X_GRID, 0.25, 0.9, 6.0, 2.5))
+
+
 def test_fixed_floor_is_honoured_exactly():
     rng = np.random.default_rng(3)
     y = np_sigmoid(X_GRID, 0.3, 0.85, 5.0, 2.6) + 0.01 * rng.standard_normal(X_GRID.size)

@@ -343,3 +343,23 @@ def test_bad_arguments_are_named():
         optimal_mixture(law, 1e9, benchmarks=[3])
     with pytest.raises(ValueError, match="`n_starts`"):
         optimal_mixture(law, 1e9, n_starts=-1)
+
+
+def test_duplicate_starts_are_dropped_and_the_start_count_is_capped():
+    P = random_camel(3, 2, 9)
+    law = law_of(P)
+    bench = LossToBenchmarkLaw.from_params("sigmoid", floor=0.2, ceiling=0.9, slope=2.0, midpoint=2.0,
+                                           loss_weights=[0.5, 0.5])
+    # a feasible set that is one point: every start (random or not) projects onto it
+    point = np.array([0.2, 0.3, 0.5])
+    res = optimal_mixture(law, 1e9, dict(lower=point, upper=point), benchmarks=bench, n_starts=500, rng=0)
+    assert res.n_starts == 1
+    np.testing.assert_allclose(res.mixture, point, atol=1e-12)
+    # on the open simplex the random starts are distinct: the deterministic ones plus n_starts at most
+    res = optimal_mixture(law, 1e9, benchmarks=bench, n_starts=50, rng=0)
+    samples = np.random.default_rng(0).dirichlet(np.ones(3), 100_000)
+    assert 50 <= res.n_starts <= 50 + 3
+    assert float(bench.predict(camel_np(P, 1e9, res.mixture))[0]) >= \
+        float(bench.predict(camel_np(P, 1e9, samples)).max()) - 1e-12
+    with pytest.raises(ValueError, match="`n_starts`"):
+        optimal_mixture(law, 1e9, benchmarks=bench, n_starts=10_001)

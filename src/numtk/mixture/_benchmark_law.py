@@ -308,7 +308,8 @@ class LossToBenchmarkLaw(Estimator):
         floor = ceiling = None
         if self.floor is not None:
             floor = check_real(self.floor, "floor")
-            if not lo <= floor < hi:
+            # 'log_sigmoid' bounds only the ceiling: f - c scales a softplus, so f may lie below `score_range`
+            if form == "sigmoid" and not lo <= floor < hi:
                 raise ValueError(f"`floor` must lie in [{lo}, {hi}) (`score_range`); got {floor}")
         if self.ceiling is not None:
             ceiling = check_real(self.ceiling, "ceiling")

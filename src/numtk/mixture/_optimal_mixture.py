@@ -17,7 +17,7 @@ __all__ = ["optimal_mixture"]
 
 #: forms whose losses are, at a fixed size, a constant plus exponentials of affine functions of r (convex)
 _CONVEX_FORMS = ("camel", "separable", "additive", "data_mixing")
-_MAX_STARTS = 100_000
+_MAX_STARTS = 10_000
 _BOUND_TOL = 1e-9     # a weight within this of a bound is at the bound (and is snapped onto it)
 _FTOL = 1e-14         # SLSQP's ftol (spec §4)
 _MAXITER = 1000
@@ -373,6 +373,7 @@ def optimal_mixture(law: Any, model_size: float, constraints: Any = None, *, wei
         Random Dirichlet(1) starts (projected onto the feasible set) added for objectives that may be
         non-convex: with `benchmarks`, and for laws other than camel, separable, additive and data_mixing
         (``'capacity_kkt'``, objects without a ``form``). Convex problems use only the deterministic starts.
+        At most 10,000.
         For ``'capacity_kkt'`` every weight is kept at least 1e-4 (its noise term diverges at 0; Dai and
         Zheng's optimiser uses the same floor).
     rng : {None, int, numpy.random.Generator}, optional
@@ -533,11 +534,10 @@ def optimal_mixture(law: Any, model_size: float, constraints: Any = None, *, wei
     if not convex and n_starts:
         for y in gen.dirichlet(np.ones(M), size=n_starts):
             starts.append(_project_box_simplex(y, lo, hi))
-    # drop duplicate starts
-    unique = []
-    for s in starts:
-        if not any(np.array_equal(s, u) for u in unique):
-            unique.append(s)
+    # drop duplicate starts (equal to 12 decimals), keeping the first of each in the order above
+    S0 = np.asarray(starts)
+    _, first = np.unique(np.round(S0, 12), axis=0, return_index=True)
+    unique = list(S0[np.sort(first)])
 
     cons = [{"type": "eq", "fun": lambda r: np.array([r.sum() - 1.0]), "jac": lambda r: np.ones((1, M))}]
     fin_l, fin_u = np.isfinite(lb), np.isfinite(ub)
