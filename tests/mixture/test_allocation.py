@@ -580,7 +580,9 @@ def _call(**over):
     ({"law": TokenLaw(), "tokens": 20 * LIN_SIZES}, "target_tokens", ValueError),
     ({"benchmark": object()}, "benchmark", TypeError),
     ({"options": {"bogus": 1}}, "options", ValueError),
-    ({"options": {"tol": -1.0}}, "tol", ValueError),
+    ({"options": {"tol": -1.0}}, "options\\['tol'\\]", ValueError),
+    ({"options": {"max_iter": 0}}, "options\\['max_iter'\\]", ValueError),
+    ({"options": {"max_rounding": 1.5}}, "options\\['max_rounding'\\]", TypeError),
     ({"rng": "x"}, "rng", TypeError),
     ({"target_size": 2.0, "law": PolyLaw((1.0, 0.0, 0.0)), "candidate_sizes": [1.0, 3.0], "cost_fn": [1.0, 1.0]},
      "candidate_sizes", ValueError),                               # two sizes cannot identify a quadratic
@@ -705,3 +707,39 @@ def test_permuting_candidate_sizes_permutes_the_design(count):
     b = allocate_budget(500.0, sizes[perm], sizes[perm] / 1e7, law, **kw)
     np.testing.assert_array_equal(b.runs_per_size, a.runs_per_size[perm])
     assert b.std == pytest.approx(a.std, rel=1e-9)
+
+
+def test_a_saturated_benchmark_is_named():
+    law = _camel(V=2, M=2, seed=4)
+    # a slope of 1e4 past the midpoint: expit underflows, the score is the floor and its derivative 0
+    bench = LossToBenchmarkLaw.from_params("sigmoid", floor=0.25, ceiling=0.9, slope=1e4, midpoint=0.5,
+                                           loss_weights=[0.5, 0.5])
+    Lt = law.predict(mixture_features(1e9, [0.5, 0.5]))
+    assert float(bench.derivative(Lt)[0]) == 0.0
+    with pytest.raises(ValueError, match="`benchmark` is saturated"):
+        allocate_budget(500.0, SIZES6, SIZES6 / 1e7, law, benchmark=bench, target_size=1e9,
+                        target_mixture=[0.5, 0.5], mixtures=MIX4, noise=0.01)
+
+
+@pytest.mark.parametrize("mode", ["fallback", "inaccurate"])
+def test_socp_fallback_and_inaccurate_solves_warn(monkeypatch, mode):
+    cp = pytest.importorskip("cvxpy")
+    from numtk._lib import NumtkWarning
+
+    real = cp.Problem.solve
+
+    def solve(self, *args, **kwargs):
+        if mode == "fallback" and kwargs.get("solver") == "CLARABEL":
+            raise cp.error.SolverError("planted failure")
+        out = real(self, *args, **kwargs)
+        if mode == "inaccurate":
+            self._status = cp.OPTIMAL_INACCURATE
+        return out
+
+    monkeypatch.setattr(cp.Problem, "solve", solve)
+    law = _camel(V=3, M=2, seed=5)
+    match = "SCS" if mode == "fallback" else "optimal_inaccurate"
+    with pytest.warns(NumtkWarning, match=match):
+        res = allocate_budget(500.0, SIZES6, SIZES6 / 1e7, law, target_size=1e9, target_mixture=[0.4, 0.6],
+                              mixtures=MIX4, noise=0.01, reserve=0.0, multiresponse=True)
+    assert res.cost <= 500.0

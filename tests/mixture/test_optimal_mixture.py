@@ -363,3 +363,13 @@ def test_duplicate_starts_are_dropped_and_the_start_count_is_capped():
         float(bench.predict(camel_np(P, 1e9, samples)).max()) - 1e-12
     with pytest.raises(ValueError, match="`n_starts`"):
         optimal_mixture(law, 1e9, benchmarks=bench, n_starts=10_001)
+
+
+def test_a_benchmark_that_overflows_is_named_benchmarks_not_x():
+    law = law_of(random_camel(3, 2, 9))
+    # k (x - x0) = 1e308 * ~2 overflows the softplus: -inf score
+    bench = LossToBenchmarkLaw.from_params("log_sigmoid", floor=0.5, ceiling=1.0, slope=1e308, midpoint=0.1,
+                                           loss_weights=[0.5, 0.5])
+    with pytest.raises(ValueError, match="`benchmarks`") as info:
+        optimal_mixture(law, 1e9, benchmarks=bench, rng=0)
+    assert "`X`" not in str(info.value)

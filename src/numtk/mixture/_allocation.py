@@ -226,6 +226,10 @@ def _benchmark_chain(bench, Pt, Jt):
         d = float(np.asarray(bench.derivative(Pt[None, :]), dtype=np.float64).reshape(-1)[0])
     if not (np.isfinite(score) and np.isfinite(d)):
         raise ValueError("`benchmark` must give a finite score and derivative at the target's losses")
+    if d == 0 or not np.any(u != 0):
+        raise ValueError(f"`benchmark` is saturated at the target's losses (d score / d loss = {d!r}, score "
+                         f"{score!r}): the score does not depend on the losses there, so no allocation can make "
+                         "it more precise")
     return score, d * (Jt.T @ u)
 
 
@@ -301,10 +305,17 @@ def _elfving_socp(Zc: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, float]:
     prob = cp.Problem(cp.Maximize(t), cons)
     try:
         prob.solve(solver="CLARABEL")
-    except Exception:  # noqa: BLE001 - a solver failure: try the next solver
+    except Exception as exc:  # noqa: BLE001 - a solver failure: try the next solver
+        warnings.warn(f"allocate_budget: Clarabel failed on the multi-response SOCP ({type(exc).__name__}: "
+                      f"{exc}); solving it with SCS instead (first-order, less accurate)", NumtkWarning,
+                      stacklevel=3)
         prob.solve(solver="SCS", eps=1e-9)
     if v.value is None or t.value is None or not t.value > 0:
         raise RuntimeError(f"the multi-response SOCP failed: {prob.status}")
+    if prob.status != cp.OPTIMAL:
+        warnings.warn(f"allocate_budget: the multi-response SOCP solved to status {prob.status!r}, not optimal; "
+                      "the design is polished by Frank-Wolfe but may be off the optimum", NumtkWarning,
+                      stacklevel=3)
     # an interior-point solution: off the support the weights are small but not zero (the Frank-Wolfe polish
     # that follows restores any point dropped here)
     pi = _clean(np.linalg.norm(np.asarray(v.value).reshape(K, B), axis=1), 1e-5)
@@ -908,9 +919,10 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
     unknown = sorted(set(opts) - set(_OPTION_KEYS))
     if unknown:
         raise ValueError(f"`options` has unknown keys {unknown}; known: {list(_OPTION_KEYS)}")
-    max_iter = check_int(opts.get("max_iter", 10_000), "max_iter", minimum=1, maximum=C_INT_MAX)
-    tol = check_real(opts.get("tol", 1e-9), "tol", low=0.0, low_open=True)
-    max_rounding = check_int(opts.get("max_rounding", 100_000), "max_rounding", minimum=0, maximum=C_INT_MAX)
+    max_iter = check_int(opts.get("max_iter", 10_000), "options['max_iter']", minimum=1, maximum=C_INT_MAX)
+    tol = check_real(opts.get("tol", 1e-9), "options['tol']", low=0.0, low_open=True)
+    max_rounding = check_int(opts.get("max_rounding", 100_000), "options['max_rounding']", minimum=0,
+                             maximum=C_INT_MAX)
     gen = normalize_rng(rng)
 
     if weights is None:

@@ -228,8 +228,17 @@ class _Objective:
             F, g, scores = float(self.w @ L), self.w @ G, None
         else:
             laws, U, v = self.bench
-            scores = np.array([b.predict(L[None, :])[0] for b in laws])
-            slopes = np.array([b.derivative(L[None, :])[0] for b in laws])
+            try:
+                scores = np.array([b.predict(L[None, :])[0] for b in laws])
+                slopes = np.array([b.derivative(L[None, :])[0] for b in laws])
+            except ValueError as exc:
+                # the benchmark law's own message names its input (`X`), which the caller never passed
+                raise ValueError(f"`benchmarks`: a benchmark law cannot score the mixture law's losses {L.tolist()} "
+                                 f"at mixture {rr.tolist()} (its curve overflows there: slope "
+                                 "too large for these losses)") from exc
+            if not (np.all(np.isfinite(scores)) and np.all(np.isfinite(slopes))):
+                raise ValueError(f"`benchmarks`: a benchmark law gives a non-finite score or slope at the mixture "
+                                 f"law's losses {L.tolist()}")
             F = -float(v @ scores)
             g = -((v * slopes) @ U) @ G
         return F + float(g @ (r - rr)), g, L, scores
