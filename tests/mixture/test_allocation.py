@@ -743,3 +743,34 @@ def test_socp_fallback_and_inaccurate_solves_warn(monkeypatch, mode):
         res = allocate_budget(500.0, SIZES6, SIZES6 / 1e7, law, target_size=1e9, target_mixture=[0.4, 0.6],
                               mixtures=MIX4, noise=0.01, reserve=0.0, multiresponse=True)
     assert res.cost <= 500.0
+
+
+@pytest.mark.parametrize("M,V,m", [(3, 2, 10), (4, 3, 15)])
+def test_lp_design_equals_the_sdp_on_a_badly_scaled_planted_law(M, V, m):
+    # costs spanning 156x and parameters whose scales differ by decades: Elfving's LP must still reach the
+    # SDP's optimum (whitening before the cost scaling left designs 1.4x and 8x the optimal variance here)
+    from numtk.mixture import planted_law
+
+    law = planted_law(M, V, rng=0)
+    sizes = np.geomspace(1.2e7, 1.5e8, 5)
+    costs = 120.0 * sizes ** 2
+    Q = np.vstack([optimal_mixture(law, 1.2e9).mixture, np.random.default_rng(0).dirichlet(np.ones(M), m - 1)])
+    budget = 40.0 * costs[-1]
+    res = allocate_budget(budget, sizes, costs, law, target_size=1.2e9, target_mixture=Q[0], mixtures=Q,
+                          noise=1e-3, reserve=0.0)
+    cp = pytest.importorskip("cvxpy")
+    F, g = _rows(law, sizes, Q, 1e-3, target=(1.2e9, Q[0]))
+    F = F[:, 0, :] / np.sqrt(np.repeat(costs, m))[:, None]
+    col = np.linalg.norm(F, axis=0)                              # unit columns (a reparametrisation)
+    Z, h = _whiten((F / col)[:, None, :], g / col, np.ones(len(F)))
+    Z, scale = Z[:, 0, :], np.linalg.norm(h)
+    K, r = Z.shape
+    pi = cp.Variable(K, nonneg=True)
+    t = cp.Variable()
+    Mexp = cp.reshape(np.einsum("kp,kq->kpq", Z, Z).reshape(K, r * r).T @ pi, (r, r), order="C")
+    lmi = cp.bmat([[0.5 * (Mexp + Mexp.T), (h / scale)[:, None]], [(h / scale)[None, :], cp.reshape(t, (1, 1), order="C")]])
+    prob = cp.Problem(cp.Minimize(t), [cp.sum(pi) == 1, lmi >> 0])
+    prob.solve(solver="CLARABEL")
+    assert prob.status == "optimal"
+    sdp = float(t.value) * scale ** 2
+    assert res.std_design ** 2 * budget == pytest.approx(sdp, rel=1e-5)

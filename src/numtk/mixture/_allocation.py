@@ -154,13 +154,14 @@ class _Problem:
     """One law's design problem in estimable coordinates.
 
     ``Z[k]`` (B, r): the rows of design point k, f / sigma (one row for the single response, one per validation
-    set with ``multiresponse``), mapped to an orthonormal basis of the estimable subspace after scaling each
-    parameter to unit column norm; ``h`` (r,): the target gradient in the same coordinates. Then for any run
+    set with ``multiresponse``), mapped to an orthonormal basis of the estimable subspace after dividing each
+    row by sqrt(cost) (``costs``) and scaling each parameter to unit column norm (so ``Z / sqrt(costs)`` has
+    orthonormal columns: the LP the solvers see is well scaled); ``h`` (r,): the target gradient in the same coordinates. Then for any run
     counts n, ``h^T (sum_k n_k Z_k^T Z_k)^-1 h`` is the variance of the target prediction ``g^T A^- g``
     (a reparametrisation leaves it unchanged).
     """
 
-    def __init__(self, law, X, Xt, w, sigma_log, multi, bench):
+    def __init__(self, law, X, Xt, w, sigma_log, multi, bench, costs=None):
         K = X.shape[0]
         with np.errstate(all="ignore"):
             P = np.asarray(law.predict(X), dtype=np.float64)
@@ -199,7 +200,11 @@ class _Problem:
             raise ValueError("the target prediction does not depend on the law's parameters (zero or non-finite "
                              "gradient at `target_size`); no allocation can make it more precise")
         B = rows.shape[1]
-        R = rows.reshape(K * B, p)
+        # whitened after the cost scaling the solvers see (one unit of budget at every candidate has information
+        # I): whitening the unscaled rows and dividing by sqrt(cost) afterwards left Elfving's LP so badly
+        # scaled that HiGHS returned a design 100 times the optimal variance on a 55-parameter law
+        cs = np.ones(K) if costs is None else np.sqrt(np.asarray(costs, dtype=np.float64))
+        R = (rows / cs[:, None, None]).reshape(K * B, p)
         col = np.sqrt(np.einsum("np,np->p", R, R))
         col[col == 0] = 1.0
         Rs = R / col
@@ -212,7 +217,7 @@ class _Problem:
             raise ValueError("the target prediction is not estimable from the candidate runs: no combination of "
                              "runs at `candidate_sizes` and `mixtures` identifies it (add sizes or mixtures)")
         # whitened: one run at every candidate has information I, which keeps sparse designs well conditioned
-        self.Z = U[:, keep].reshape(K, B, Vr.shape[1])
+        self.Z = U[:, keep].reshape(K, B, Vr.shape[1]) * cs[:, None, None]
         self.h = c / s[keep]
         self.rank = Vr.shape[1]
 
@@ -1016,7 +1021,7 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
         if budget / costs.min() >= MAX_RUNS:
             raise ValueError(f"`budget` buys up to {budget / costs.min():.3g} runs, more than 2**53 (`cost_fn` "
                              "gives costs in a unit too small for it)")
-        pilot = _Problem(law, X, Xt, w, sig_k, multiresponse, benchmark)
+        pilot = _Problem(law, X, Xt, w, sig_k, multiresponse, benchmark, cost_k)
         Zc1 = pilot.Z / np.sqrt(cost_k)[:, None, None]
 
         # ---- the continuous design -----------------------------------------------------------------------
@@ -1024,9 +1029,12 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
             pi_e, _ = _elfving_socp(Zc1, pilot.h)
             what = "Sagnol's SOCP (multi-response)"
         else:
-            pi_e, _ = _elfving_lp(Zc1[:, 0, :], pilot.h)
+            pi_e, var_lp = _elfving_lp(Zc1[:, 0, :], pilot.h)
             what = "Elfving's LP"
-        problems = [pilot] if samples is None else [_Problem(s, X, Xt, w, sig_k, multiresponse, benchmark)
+            # HiGHS's tolerances are absolute: a badly scaled LP can stop off its optimum. Its own variance
+            # against the design's, recomputed by SVD, tells; Frank-Wolfe then polishes the design.
+            lp_off = not _variance(Zc1, pilot.h, pi_e) <= var_lp * (1 + 1e-6)
+        problems = [pilot] if samples is None else [_Problem(s, X, Xt, w, sig_k, multiresponse, benchmark, cost_k)
                                                     for s in samples]
         n_iter, converged = 0, True
         pi_res = None
@@ -1035,7 +1043,9 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
             pi_res = np.zeros((S, m))
             pi_res[chosen] = 1.0 / (chosen.size * m)
             pi_res = pi_res.reshape(K)
-        if reserve > 0 or samples is not None or (multiresponse and pilot.Z.shape[1] > 1):
+        if multiresponse and pilot.Z.shape[1] > 1:
+            lp_off = False
+        if reserve > 0 or samples is not None or (multiresponse and pilot.Z.shape[1] > 1) or lp_off:
             Zc, H = _stack(problems, cost_k)
             pi_opt, _, n_iter, converged = _optimise(Zc, H, pi_e, fixed=pi_res, rho=reserve, tol=tol,
                                                     max_iter=max_iter)
