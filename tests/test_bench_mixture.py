@@ -111,3 +111,17 @@ def test_scipy_optimal_mixture_matches_the_root_for_two_domains(mx):
     r, value = mx.scipy_optimal_mixture(P, N0, 1.2e9)
     assert r[0] == pytest.approx(root, abs=1e-5)
     assert value == pytest.approx(np.mean(P["E"] + np.exp(B @ np.array([root, 1 - root]))), rel=1e-10)
+
+
+def test_sdp_anchor_of_allocate_budget_is_the_c_optimal_design(mx):
+    # the anchor's SDP and numtk's Elfving LP solve the same c-optimal design problem on the same candidates
+    # (the optimum is unique in value); and the default reserve, a constraint on the design, never beats it
+    pytest.importorskip("cvxpy")
+    from numtk.mixture import allocate_budget
+
+    kw = mx.allocation_problem(5, 25)
+    assert kw["reserve"] == 0.0
+    res = allocate_budget(**kw)
+    s = mx.sdp_allocation(kw, res.mixtures)
+    assert s == pytest.approx(res.std_design, rel=1e-5)
+    assert allocate_budget(**dict(kw, reserve=0.2)).std_design >= s * (1 - 1e-5)

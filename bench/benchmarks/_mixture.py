@@ -256,11 +256,13 @@ def scipy_optimal_mixture(params, N0, size, weights=None):
     return res.x, float(res.fun)
 
 
-def allocation_problem(n_sizes: int = 10, n_mixtures: int = 50, *, rng: int = 0):
+def allocation_problem(n_sizes: int = 10, n_mixtures: int = 50, *, reserve: float = 0.0, rng: int = 0):
     """allocate_budget's benchmark: the planted M = V = 5 law (p = 55 parameters), ``n_sizes`` candidate sizes
     from 1.2e7 to 1.5e8, ``n_mixtures`` candidate mixtures (S * m = 500 by default), a run costing
     6 N D with D = 20 N tokens, a budget of 40 runs at the largest size, target 1.2e9 at the law's optimal
-    mixture (computed once, outside the timing). Returns a dict of allocate_budget's arguments."""
+    mixture (computed once, outside the timing). ``reserve = 0`` (the default here) is Elfving's LP alone;
+    allocate_budget's own default 0.2 adds the Frank-Wolfe safeguard. Returns a dict of allocate_budget's
+    arguments."""
     from numtk.mixture import optimal_mixture, planted_law
 
     law = planted_law(5, 5, rng=rng)
@@ -268,7 +270,57 @@ def allocation_problem(n_sizes: int = 10, n_mixtures: int = 50, *, rng: int = 0)
     cost = 6.0 * sizes * 20.0 * sizes
     target_mixture = optimal_mixture(law, TARGET_SIZE).mixture
     return dict(budget=40.0 * cost[-1], candidate_sizes=sizes, cost_fn=cost, law=law, target_size=TARGET_SIZE,
-                target_mixture=target_mixture, n_mixtures=n_mixtures, noise=1e-3, rng=rng)
+                target_mixture=target_mixture, n_mixtures=n_mixtures, noise=1e-3, reserve=reserve, rng=rng)
+
+
+def sdp_allocation(kw: dict, mixtures: np.ndarray) -> float:
+    """The anchor of allocate_budget (reserve 0): the same c-optimal design as a semidefinite program,
+
+        min t  s.t.  [[M(pi), h], [h^T, t]] PSD,  pi >= 0,  sum pi = 1,  M(pi) = sum_k pi_k z_k z_k^T,
+
+    on the same candidates (``kw``'s sizes x ``mixtures``), z_k the run's row f_k / (noise y_k sqrt(c_k))
+    (f_k the gradient of the mean loss in the law's parameters), solved by cvxpy (Clarabel, SCS if that
+    fails). The rows are first scaled to unit columns and taken to the coordinates of their SVD with the
+    directions no candidate moves dropped (the Schur complement is ill-posed when M is singular; a single response of V losses identifies
+    only their mean E). Returns the continuous design's standard deviation at the budget, comparable to
+    allocate_budget's ``std_design``."""
+    import cvxpy as cp
+
+    from numtk.mixture import mixture_features
+
+    law, sizes, costs = kw["law"], np.asarray(kw["candidate_sizes"]), np.asarray(kw["cost_fn"], dtype=float)
+    m = mixtures.shape[0]
+    X = mixture_features(np.repeat(sizes, m), np.tile(mixtures, (sizes.size, 1)))
+    P = law.predict(X)
+    J = law.jacobian(X)
+    w = np.full(P.shape[1], 1.0 / P.shape[1])
+    y = P @ w
+    rows = np.einsum("kvp,v->kp", J, w) / (kw["noise"] * y * np.sqrt(np.repeat(costs, m)))[:, None]
+    Jt = law.jacobian(mixture_features(kw["target_size"], np.asarray(kw["target_mixture"])[None, :]))[0]
+    g = Jt.T @ w
+    col = np.linalg.norm(rows, axis=0)          # unit columns first: the parameters' scales differ by decades
+    col[col == 0] = 1.0
+    rows, g = rows / col, g / col
+    U, sv, Vt = np.linalg.svd(rows, full_matrices=False)
+    keep = sv > 1e-9 * sv[0]                   # allocate_budget's rank tolerance: the same estimable subspace
+    Z, h = U[:, keep], (Vt[keep] @ g) / sv[keep]
+    if np.linalg.norm(g - Vt[keep].T @ (Vt[keep] @ g)) > 1e-6 * np.linalg.norm(g):
+        raise ValueError("the target is not estimable from these candidates")
+    scale = np.linalg.norm(h)
+    h = h / scale
+    K, r = Z.shape
+    G = np.einsum("kp,kq->kpq", Z, Z).reshape(K, r * r)
+    pi = cp.Variable(K, nonneg=True)
+    t = cp.Variable()
+    Mexp = cp.reshape(G.T @ pi, (r, r), order="C")
+    Mexp = 0.5 * (Mexp + Mexp.T)
+    lmi = cp.bmat([[Mexp, h[:, None]], [h[None, :], cp.reshape(t, (1, 1), order="C")]])
+    prob = cp.Problem(cp.Minimize(t), [cp.sum(pi) == 1, lmi >> 0])
+    try:
+        prob.solve(solver="CLARABEL")
+    except Exception:  # noqa: BLE001 - the anchor only: a failed interior point goes to SCS
+        prob.solve(solver="SCS", eps=1e-9)
+    return float(np.sqrt(max(prob.value, 0.0) / kw["budget"]) * scale)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -395,7 +447,8 @@ def _chinchilla(table, quick, repeat):
     _, f, n_ok = t.results["scipy"]
     g = t.results["grid"]
     table.add("  vs replication recipe (L-BFGS-B, FD gradient, grid)" + star, t_v, t_sc, "SciPy",
-              note=f"{what}; objective {f:.7e} ({n_ok}/{len(sub)} success)")
+              note=f"{what}; objective {f:.7e} ({n_ok}/{len(sub)} success); the ratio mostly counts starts "
+                   "(numtk's varpro runs 5, the recipe 4,500): the same-starts row below compares solvers")
     table.add("chinchilla_fit init='grid' (analytic gradient)" + star, t_g, TARGETS["chinchilla_grid"], "target",
               note=f"{what}; objective {g.value:.7e}")
     table.add("  vs replication recipe (same starts)" + star, t_g, t_sc, "SciPy",
@@ -473,7 +526,7 @@ def _optimal(table, quick, repeat):
 def _allocate(table, quick, repeat):
     from numtk.mixture import allocate_budget
 
-    label = "allocate_budget, S * m = 10 * 50 = 500, p = 55 (LP path)"
+    label = "allocate_budget, S * m = 10 * 50 = 500, p = 55, reserve=0 (LP path)"
     try:
         kw = allocation_problem()
     except (NotImplementedError, ImportError, AttributeError) as exc:
@@ -483,8 +536,33 @@ def _allocate(table, quick, repeat):
     if _failed(table, label, t):
         return
     res = t.results["numtk"]
+    t_lp = t.medians["numtk"]
+    table.add(label, t_lp, TARGETS["allocate"], "target", loaded=t.medians.get("loaded"),
+              note=f"{int(res.runs.sum())} runs, {len(res.support)} support points, std {res.std:.2e}, "
+                   f"continuous {res.std_design:.6e}")
+    if not quick:
+        # the same c-optimal design as cvxpy's SDP on the same candidates (seconds: the full run only)
+        try:
+            import cvxpy  # noqa: F401
+        except ImportError:
+            table.missing("  vs cvxpy SDP (same candidates)", "cvxpy is not installed")
+        else:
+            mix = res.mixtures
+            t = _time({"sdp": lambda: sdp_allocation(kw, mix)}, 1, loaded=False, warmup=False)
+            if not _failed(table, "  vs cvxpy SDP (same candidates)", t):
+                s_sdp = t.results["sdp"]
+                table.add("  vs cvxpy SDP (same candidates)", t_lp, t.medians["sdp"], "cvxpy",
+                          note=f"continuous std numtk {res.std_design:.6e}, SDP {s_sdp:.6e} "
+                               f"(rel. diff {res.std_design / s_sdp - 1:+.1e})")
+    kw_r = dict(kw, reserve=0.2)
+    label = "allocate_budget, same problem, default reserve=0.2 (Frank-Wolfe)"
+    t = _time({"numtk": lambda: allocate_budget(**kw_r)}, repeat)
+    if _failed(table, label, t):
+        return
+    res = t.results["numtk"]
     table.add(label, t.medians["numtk"], TARGETS["allocate"], "target", loaded=t.medians.get("loaded"),
-              note=f"{int(res.runs.sum())} runs, {len(res.support)} support points, std {res.std:.2e}")
+              note=f"{int(res.runs.sum())} runs over {int(np.count_nonzero(res.runs_per_size))} sizes, "
+                   f"std {res.std:.2e}")
 
 
 def compare(quick: bool = False, options=None) -> None:
