@@ -10,6 +10,7 @@ from typing import Any, Iterable
 import numpy as np
 
 __all__ = [
+    "as_regression_target",
     "check_option",
     "check_bool",
     "check_int",
@@ -284,4 +285,31 @@ def as_points(X: Any, name: str = "X", *, min_rows: int = 1) -> np.ndarray:
         raise ValueError(f"`{name}` must hold at least {min_rows} sample(s) (rows); got shape {arr.shape}")
     if arr.shape[1] == 0:
         raise ValueError(f"`{name}` must have at least one feature (column); got shape {arr.shape}")
+    return arr
+
+
+def as_regression_target(y: Any, estimator: str, *, what: str = "", stacklevel: int = 3) -> np.ndarray:
+    """The target ``y`` of a single-output regressor's ``fit``: 1-D, finite, float64.
+
+    Follows scikit-learn where its estimator checks read the behaviour: ``None`` is refused with its
+    wording ("requires y to be passed"), and a column vector is raveled with its DataConversionWarning
+    (``stacklevel`` points the warning at the caller of ``fit``). ``what`` is appended to the 1-D message
+    ("one score per row").
+    """
+    if y is None:
+        raise ValueError(f"`y` is required: {estimator} requires y to be passed, but the target y is None")
+    arr = as_array(y, "y")
+    if arr.ndim == 2 and arr.shape[1] == 1:
+        import warnings
+
+        from sklearn.exceptions import DataConversionWarning
+
+        warnings.warn("A column-vector y was passed when a 1d array was expected: `y` is raveled to shape "
+                      f"({arr.shape[0]},)", DataConversionWarning, stacklevel=stacklevel)
+        arr = arr[:, 0]
+    if arr.ndim != 1:
+        detail = f" ({what})" if what else ""
+        raise ValueError(f"`y` must be 1-D{detail}; got an array of shape {arr.shape}")
+    arr = np.asarray(arr, dtype=np.float64)
+    check_finite(arr, "y")
     return arr

@@ -10,8 +10,8 @@ import numpy as np
 from numtk._lib import n_threads, normalize_rng, single_blas_thread
 from numtk._lib._constraints import constraints
 from numtk._lib._estimator import Estimator, check_is_fitted
-from numtk._lib._validation import (as_array, check_bool, check_callback, check_finite, check_int, check_option,
-                                     check_real, per_coordinate)
+from numtk._lib._validation import (as_array, as_regression_target, check_bool, check_callback, check_finite,
+                                     check_int, check_option, check_real, per_coordinate)
 from numtk.ftt import _basis
 from numtk.ftt._basis import Basis1D
 
@@ -283,21 +283,7 @@ class FunctionalTT(Estimator):
     def _check_y_weight(self, y: Any, sample_weight: Any, M: int) -> tuple[np.ndarray, np.ndarray]:
         """``y`` (M,) and the weights (M,) (ones when None), validated. A column vector ``y`` is accepted with
         scikit-learn's DataConversionWarning, as its regressors do."""
-        if y is None:
-            raise ValueError("`y` is required: FunctionalTT requires y to be passed, but the target y is None")
-        y = as_array(y, "y")
-        if y.ndim == 2 and y.shape[1] == 1:
-            import warnings
-
-            from sklearn.exceptions import DataConversionWarning
-
-            warnings.warn("A column-vector y was passed when a 1d array was expected: `y` is raveled to shape "
-                          f"({y.shape[0]},)", DataConversionWarning, stacklevel=3)
-            y = y[:, 0]
-        if y.ndim != 1:
-            raise ValueError(f"`y` must be 1-D; got an array of shape {y.shape}")
-        y = y.astype(np.float64)
-        check_finite(y, "y")
+        y = as_regression_target(y, "FunctionalTT", stacklevel=4)
         if len(y) != M:
             raise ValueError(f"`X` and `y` must have the same length; `X` has {M} rows and `y` has {len(y)}")
         if sample_weight is None:

@@ -17,7 +17,7 @@ from scipy.special import expit, ndtri
 from numtk._lib import NumtkWarning, Result, normalize_rng
 from numtk._lib._constraints import constraints
 from numtk._lib._estimator import Estimator, check_is_fitted
-from numtk._lib._validation import as_array, check_finite, check_int, check_option, check_real
+from numtk._lib._validation import as_array, as_regression_target, check_finite, check_int, check_option, check_real
 
 __all__ = ["LossToBenchmarkLaw"]
 
@@ -404,19 +404,7 @@ class LossToBenchmarkLaw(Estimator):
         u = self._checked_weights(self.loss_weights, k)
         if u is None:
             u = np.full(k, 1.0 / k)
-        if y is None:
-            raise ValueError("`y` is required: LossToBenchmarkLaw requires y to be passed, but the target y is None")
-        ya = as_array(y, "y", kinds="biuf")
-        if ya.ndim == 2 and ya.shape[1] == 1:
-            from sklearn.exceptions import DataConversionWarning
-
-            warnings.warn("A column-vector y was passed when a 1d array was expected: `y` is raveled to shape "
-                          f"({ya.shape[0]},)", DataConversionWarning, stacklevel=2)
-            ya = ya[:, 0]
-        if ya.ndim != 1:
-            raise ValueError(f"`y` must be 1-D (one score per row); got shape {ya.shape}")
-        ya = np.asarray(ya, dtype=np.float64)
-        check_finite(ya, "y")
+        ya = as_regression_target(y, "LossToBenchmarkLaw", what="one score per row")
         if ya.size != n:
             raise ValueError(f"`X` and `y` must have the same number of rows; got {n} and {ya.size}")
         if ((ya < lo) | (ya > hi)).any():
