@@ -270,7 +270,7 @@ OPTIMUM_BENCHMARK: list = [
          skip=_OM_SKIP),
     Case("numtk.mixture.optimal_mixture[benchmarks]", _optimal_benchmarks,
          {"benchmark_weights": "array1d", "n_starts": "int>=0", "rng": "rng"}),
-    Case("numtk.mixture.LossToBenchmarkLaw", _bench_ctor, {}),
+    Case("numtk.mixture.LossToBenchmarkLaw", _bench_ctor, {}, skip={"loss_weights": ("None",)}),  # the default
     Case("numtk.mixture.LossToBenchmarkLaw[columns]", _bench_ctor_columns, {"loss_weights": "array1d"}),
     Case("numtk.mixture.LossToBenchmarkLaw.fit", _bench_fit, {}, positional={"X": 0, "y": 1}, skip=_X_SKIP),
     Case("numtk.mixture.LossToBenchmarkLaw.predict", _bench_method("predict"), {}, positional={"X": 0},

@@ -206,6 +206,87 @@ def test_loss_weights_combine_the_columns():
         law.predict(X[:, :2])
 
 
+def softmax0(logits):
+    """Loss weights from the log ratios log(u_j / u_0), j >= 1, written out in NumPy."""
+    e = np.exp(np.r_[0.0, logits])
+    return e / e.sum()
+
+
+U_TRUE = np.array([0.6, 0.3, 0.1])
+
+
+def test_fitted_loss_weights_planted_recovery():
+    rng = np.random.default_rng(7)
+    X = rng.uniform(1.5, 3.5, size=(40, 3))
+    y = np_sigmoid(X @ U_TRUE, 0.25, 0.9, 6.0, 2.5)
+    law = LossToBenchmarkLaw(loss_weights="fit").fit(X, y)
+    np.testing.assert_allclose(law.loss_weights_, U_TRUE, rtol=0, atol=1e-6)
+    assert law.loss_weights_.sum() == pytest.approx(1.0, abs=1e-14)
+    assert law.floor_ == pytest.approx(0.25, abs=1e-6) and law.ceiling_ == pytest.approx(0.9, abs=1e-6)
+    assert law.slope_ == pytest.approx(6.0, rel=1e-6) and law.midpoint_ == pytest.approx(2.5, abs=1e-6)
+    # predictions at the training rows and at fresh ones against the planted curve
+    Xq = rng.uniform(1.0, 4.0, size=(25, 3))
+    np.testing.assert_allclose(law.predict(X), y, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(law.predict(Xq), np_sigmoid(Xq @ U_TRUE, 0.25, 0.9, 6.0, 2.5), rtol=0, atol=1e-8)
+    # coef_ layout: the curve's free parameters, then log(u_j / u_0)
+    assert law.param_names_ == ["floor", "ceiling", "log_slope", "midpoint", "log_weight_ratio_1",
+                                "log_weight_ratio_2"]
+    np.testing.assert_allclose(law.coef_[4:], np.log(U_TRUE[1:] / U_TRUE[0]), atol=1e-5)
+    # the same with a fixed floor: one curve parameter fewer
+    fixed = LossToBenchmarkLaw(floor=0.25, loss_weights="fit").fit(X, y)
+    assert fixed.coef_.shape == (5,) and fixed.param_names_[0] == "ceiling"
+    np.testing.assert_allclose(fixed.loss_weights_, U_TRUE, rtol=0, atol=1e-6)
+    # fixed weights report them as loss_weights_
+    given = LossToBenchmarkLaw(loss_weights=U_TRUE).fit(X, y)
+    np.testing.assert_array_equal(given.loss_weights_, U_TRUE)
+    assert given.coef_.shape == (4,)
+
+
+def test_fitted_loss_weights_jacobian_derivative_and_delta_interval():
+    rng = np.random.default_rng(8)
+    X = rng.uniform(1.5, 3.5, size=(40, 3))
+    y = np_sigmoid(X @ U_TRUE, 0.25, 0.9, 6.0, 2.5) + 0.01 * rng.standard_normal(40)
+    law = LossToBenchmarkLaw(loss_weights="fit").fit(X, y)
+    assert law.success_
+    np.testing.assert_allclose(law.loss_weights_, softmax0(law.coef_[4:]), rtol=1e-12)
+
+    def model(t, Xs):
+        """Scores from coef_ = (f, c, log k, x0, log u1/u0, log u2/u0), in NumPy."""
+        return np_sigmoid(Xs @ softmax0(t[4:]), t[0], t[1], np.exp(t[2]), t[3])
+
+    t = law.coef_.copy()
+    Xq = rng.uniform(1.5, 3.5, size=(12, 3))
+    np.testing.assert_allclose(law.predict(Xq), model(t, Xq), rtol=0, atol=1e-14)
+    h = 1e-6
+
+    def fd(Xs, tt):
+        return np.stack([(model(tt + e, Xs) - model(tt - e, Xs)) / (2 * h) for e in np.eye(tt.size) * h], axis=1)
+
+    J = law.jacobian(Xq)
+    assert J.shape == (12, 6)
+    np.testing.assert_allclose(J, fd(Xq, t), rtol=0, atol=1e-8)
+    # derivative: d score / d combined loss, unchanged in meaning
+    xq = Xq @ law.loss_weights_
+    f, c, k, x0 = t[0], t[1], np.exp(t[2]), t[3]
+    np.testing.assert_allclose(law.derivative(Xq),
+                               (np_sigmoid(xq + h, f, c, k, x0) - np_sigmoid(xq - h, f, c, k, x0)) / (2 * h),
+                               rtol=0, atol=1e-7)
+    # delta interval: sigma^2 (J'J)^-1 over all six parameters, Jacobians by finite differences
+    s2 = np.sum((model(t, X) - y) ** 2) / (X.shape[0] - 6)
+    Jx = fd(X, t)
+    cov = s2 * np.linalg.inv(Jx.T @ Jx)
+    std = np.sqrt(np.einsum("ij,jk,ik->i", fd(Xq, t), cov, fd(Xq, t)))
+    res = law.predict_interval(Xq)
+    np.testing.assert_allclose(res.std, std, rtol=1e-4)
+    assert law.residual_std_ == pytest.approx(np.sqrt(s2), rel=1e-10)
+    # the bootstrap refits the weights too (each refit's weights sum to 1 and differ from the fit's)
+    boot = law.bootstrap(3, rng=0)
+    assert all(b.loss_weights_.sum() == pytest.approx(1.0, abs=1e-14) for b in boot)
+    assert all(np.abs(b.loss_weights_ - law.loss_weights_).max() > 0 for b in boot)
+    bi = law.predict_interval(Xq, method="bootstrap", n_resamples=30, rng=0)
+    assert np.all(bi.lower <= bi.upper) and np.all(np.isfinite(bi.std))
+
+
 def test_sample_weight_is_repetition():
     rng = np.random.default_rng(4)
     x = rng.uniform(1.5, 3.5, 20)
@@ -314,6 +395,7 @@ def test_few_points_warn():
     ({"form": "probit"}, "form"), ({"floor": 1.5}, "floor"), ({"ceiling": -0.1}, "ceiling"),
     ({"floor": 0.6, "ceiling": 0.5}, "floor"), ({"loss_weights": [-1.0]}, "loss_weights"),
     ({"loss_weights": [0.5, 0.5]}, "loss_weights"), ({"score_range": (1.0, 0.0)}, "score_range"),
+    ({"loss_weights": "fit"}, "loss_weights"), ({"loss_weights": "learn"}, "loss_weights"),
     ({"floor": "x"}, "floor")])
 def test_bad_parameters_are_named(kwargs, name):
     with pytest.raises((ValueError, TypeError), match=f"`{name}`"):
@@ -332,3 +414,16 @@ def test_bad_data_is_named():
         LossToBenchmarkLaw.from_params("sigmoid", floor=0.2, ceiling=0.9, slope=0.0, midpoint=1.0)
     with pytest.raises(ValueError, match="`floor`"):
         LossToBenchmarkLaw.from_params("sigmoid", floor=0.95, ceiling=0.9, slope=1.0, midpoint=1.0)
+
+
+def test_fit_weights_needs_two_columns_and_a_planted_law_needs_weights():
+    y = np_sigmoid(X_GRID, 0.25, 0.9, 6.0, 2.5)
+    with pytest.raises(ValueError, match="`loss_weights`.*two loss columns"):
+        LossToBenchmarkLaw(loss_weights="fit").fit(X_GRID, y)
+    with pytest.raises(ValueError, match="`loss_weights`.*two loss columns"):
+        LossToBenchmarkLaw(loss_weights="fit").fit(X_GRID[:, None], y)
+    with pytest.raises(ValueError, match="`loss_weights` must be one of 'fit'"):
+        LossToBenchmarkLaw(loss_weights="FIT").fit(np.c_[X_GRID, X_GRID], y)
+    with pytest.raises(ValueError, match="`loss_weights`"):
+        LossToBenchmarkLaw.from_params("sigmoid", floor=0.2, ceiling=0.9, slope=1.0, midpoint=1.0,
+                                       loss_weights="fit")

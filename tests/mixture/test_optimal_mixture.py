@@ -258,6 +258,32 @@ def test_benchmark_objective_against_brute_force():
     assert res.kkt_residual <= 1e-8
 
 
+def test_benchmark_law_with_fitted_loss_weights():
+    # a benchmark law whose loss weights were learned (loss_weights='fit') on losses of the law itself
+    P = random_camel(4, 3, 13)
+    N = 1e9
+    law = law_of(P)
+    rng = np.random.default_rng(5)
+    R = rng.dirichlet(np.ones(4), 60)
+    L = camel_loop(P, N * rng.uniform(0.1, 10.0, 60), R, N0)
+    u_true = np.array([0.6, 0.3, 0.1])
+    bench = LossToBenchmarkLaw(floor=0.25, loss_weights="fit").fit(
+        L, 0.25 + 0.55 / (1 + np.exp(6.0 * (L @ u_true - np.median(L @ u_true)))))
+    u = bench.loss_weights_
+    assert u.shape == (3,) and u.sum() == pytest.approx(1.0, abs=1e-14)
+    np.testing.assert_allclose(u, u_true, atol=1e-6)
+    res = optimal_mixture(law, N, benchmarks=[bench], rng=0)
+    f, c, k, x0 = bench.floor_, bench.ceiling_, bench.slope_, bench.midpoint_
+
+    def neg_score(R):
+        return -(f + (c - f) / (1 + np.exp(k * (camel_np(P, N, R) @ u - x0))))
+
+    assert res.value == pytest.approx(neg_score(res.mixture)[0], rel=1e-13)
+    samples = np.random.default_rng(6).dirichlet(np.ones(4), 100_000)
+    assert neg_score(samples).min() >= res.value - 1e-12
+    assert res.kkt_residual <= 1e-8
+
+
 class LinearLaw:
     """A stand-in law with the mixture_gradient protocol: L_i(r) = c_i + b_i . r + 0.5 r' Q_i r."""
 

@@ -28,6 +28,22 @@ _TOL = 1e-15          # least_squares' ftol, xtol and gtol (just above machine e
 _MAX_NFEV = 2000      # function evaluations per start
 _MAX_RESAMPLES = 100_000
 _LOGK_MAX = 50.0      # bound on |log k| in the fit
+_LOGIT_MAX = 50.0     # bound on |log(u_j / u_0)| when the loss weights are fitted
+_ALONE = 0.95         # a start of fitted weights with "one column alone": that column's weight
+_WEIGHT_OPTIONS = ("fit",)
+
+
+def _softmax_weights(logits: np.ndarray) -> np.ndarray:
+    """u = softmax((0, logits)): k weights, positive, summing to 1 (u_0's logit fixed at 0)."""
+    a = np.concatenate(([0.0], np.asarray(logits, dtype=float)))
+    e = np.exp(a - a.max())
+    return e / e.sum()
+
+
+def _weight_columns(Xk: np.ndarray, u: np.ndarray, dx: np.ndarray) -> np.ndarray:
+    """d score / d logit_j (n, k-1): the chain rule dx/dlogit_j = u_j (X_j - x), times d score / dx."""
+    x = Xk @ u
+    return dx[:, None] * u[None, 1:] * (Xk[:, 1:] - x[:, None])
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -167,11 +183,12 @@ def _weighted_quantile(x: np.ndarray, w: np.ndarray, q: np.ndarray) -> np.ndarra
     return xs[np.minimum(np.searchsorted(cw, q * cw[-1], side="left"), xs.size - 1)]
 
 
-@constraints(form="option", floor="real", ceiling="real", loss_weights="array1d", score_range="array1d")
+@constraints(form="option", floor="real", ceiling="real", loss_weights=("array1d", "option"),
+             score_range="array1d")
 class LossToBenchmarkLaw(Estimator):
     r"""Benchmark score from validation loss: a decreasing sigmoid between a floor and a ceiling.
 
-    The law maps a validation loss x (or a fixed weighted sum of several, ``loss_weights``) to a benchmark
+    The law maps a validation loss x (or a weighted sum of several, ``loss_weights``) to a benchmark
     score (an accuracy, a pass rate) that falls from the ceiling c at low loss to the floor f at high loss:
 
     .. math::
@@ -195,11 +212,13 @@ class LossToBenchmarkLaw(Estimator):
         when few points lie near chance (see Notes).
     ceiling : float, optional
         Hold c at this value (default: fitted), e.g. 1.0 as in OLMo's log-sigmoid.
-    loss_weights : array_like of shape (k,), optional
+    loss_weights : array_like of shape (k,) or 'fit', optional
         Non-negative weights u (not all zero) that combine the k columns of ``X`` into the loss the curve
         reads, ``x = X @ u``. None: a single column is used as it is, k > 1 columns are averaged
-        (``u = 1/k``). With :func:`~numtk.mixture.optimal_mixture` the k columns are the validation sets of
-        the mixture law, in its order.
+        (``u = 1/k``). ``'fit'``: learn u (positive, summing to 1) jointly with the curve, for k >= 2
+        columns (an open choice of the reconstruction, off by default; see Notes). With
+        :func:`~numtk.mixture.optimal_mixture` the k columns are the validation sets of the mixture law, in
+        its order.
     score_range : array_like of shape (2,) or None, default (0.0, 1.0)
         Bounds ``[lo, hi]`` of the scores: the fit keeps ``lo <= f <= c <= hi`` (for ``'log_sigmoid'``
         only ``lo <= c <= hi`` and ``f <= c``), and the training scores must lie in it. Scores are fractions
@@ -211,11 +230,14 @@ class LossToBenchmarkLaw(Estimator):
         The fitted f, c, k and x0.
     coef_ : ndarray of shape (p,)
         The fitted free parameters, in the order of ``param_names_``: ``f, c, log k, x0`` less those held
-        by `floor` and `ceiling`. :meth:`jacobian` differentiates with respect to them.
+        by `floor` and `ceiling`, then, with ``loss_weights='fit'`` only, the k - 1 log weight ratios
+        :math:`\log(u_j / u_0)`, j = 1, ..., k-1. :meth:`jacobian` differentiates with respect to them.
     param_names_ : list of str
-        ``'floor'``, ``'ceiling'``, ``'log_slope'``, ``'midpoint'`` (the free ones).
+        ``'floor'``, ``'ceiling'``, ``'log_slope'``, ``'midpoint'`` (the free ones), then
+        ``'log_weight_ratio_1'``, ..., ``'log_weight_ratio_{k-1}'`` when the weights are fitted.
     loss_weights_ : ndarray of shape (k,)
-        The weights that combine the columns of ``X``.
+        The weights that combine the columns of ``X``: the given ones (not rescaled), the average (None),
+        or the fitted ones (``'fit'``; summing to 1).
     n_features_in_ : int
         k, the columns of ``X``.
     residual_std_ : float
@@ -243,7 +265,16 @@ class LossToBenchmarkLaw(Estimator):
     :math:`0 \le f \le c \le 1` when f stays above 0), and whose log-sigmoid
     :math:`1 + a\,\mathrm{softplus}(k(x - x_0))` is ``'log_sigmoid'`` with c = 1, a = f - c. The open
     choices are parameters: the floor and ceiling (fixed or fitted), the loss combination
-    (``loss_weights``; learning it jointly is not offered) and the score bounds (``score_range``).
+    (``loss_weights``) and the score bounds (``score_range``).
+
+    Learning the loss weights (``loss_weights='fit'``) is the open choice the CAMEL pipeline leaves
+    (:math:`\mathrm{acc}_b = g_b(\sum_i u_{bi} L_i)` with :math:`u_b \ge 0`, :math:`\sum_i u_{bi} = 1`
+    learned jointly with :math:`g_b`); it is off by default, since k - 1 more parameters need more runs and
+    columns that do not move together. The weights are :math:`u = \mathrm{softmax}(0, w_1, \dots,
+    w_{k-1})` (the first logit fixed at 0, so u is identified), :math:`|w_j| \le 50`, fitted by the same
+    least squares as the curve; the starts are the nine of the curve (below) for each of k + 1 weight starts: equal
+    weights, and each column alone (its weight 0.95, the rest sharing 0.05, where the softmax still has a
+    slope). A weight the data drive to 0 is approached, never reached.
 
     Fit: :func:`scipy.optimize.least_squares` (trust-region reflective) on the weighted residuals
     :math:`\sqrt{w_n}(a(x_n) - y_n)`, over (f, c, log k, x0) less the fixed ones, written as a box: with f
@@ -259,7 +290,8 @@ class LossToBenchmarkLaw(Estimator):
 
     Intervals: :meth:`predict_interval` with ``method='delta'`` uses
     :math:`\mathrm{Cov}(\hat\theta) = \hat\sigma^2 (J^\top W J)^{+}` over ``coef_`` (the band of the fitted
-    curve, as the OLMo ladder reports it); ``'bootstrap'`` refits on rows resampled with replacement.
+    curve, as the OLMo ladder reports it; fitted weights included); ``'bootstrap'`` refits on rows resampled
+    with replacement (fitted weights refitted too).
 
     References
     ----------
@@ -320,9 +352,19 @@ class LossToBenchmarkLaw(Estimator):
         return form, lo, hi, floor, ceiling
 
     @staticmethod
-    def _checked_weights(loss_weights: Any, k: int | None, name: str = "loss_weights") -> np.ndarray | None:
+    def _checked_weights(loss_weights: Any, k: int | None, name: str = "loss_weights", *,
+                         allow_fit: bool = False) -> np.ndarray | str | None:
         if loss_weights is None:
             return None
+        if isinstance(loss_weights, str):
+            if not allow_fit:
+                raise ValueError(f"`{name}` of a planted law must be the weights themselves (array_like); "
+                                 f"got {loss_weights!r} ('fit' learns them in LossToBenchmarkLaw.fit)")
+            check_option(loss_weights, name, _WEIGHT_OPTIONS)
+            if k is not None and k < 2:
+                raise ValueError(f"`{name}`='fit' needs at least two loss columns in `X` to weigh; got {k} "
+                                 "(pass loss_weights=None for a single loss)")
+            return loss_weights
         u = as_array(loss_weights, name, ndim=1, kinds="iuf").astype(float)
         check_finite(u, name)
         if u.size == 0:
@@ -350,7 +392,8 @@ class LossToBenchmarkLaw(Estimator):
                              "must have at least one column of losses")
         return arr
 
-    def _combined(self, X: Any, name: str = "X") -> np.ndarray:
+    def _columns(self, X: Any, name: str = "X") -> np.ndarray:
+        """``X`` as the (n, k) loss columns this law combines."""
         check_is_fitted(self, "coef_")
         raw_ndim = np.ndim(X) if isinstance(X, np.ndarray) else None
         arr = self._as_losses(X, name)
@@ -360,6 +403,10 @@ class LossToBenchmarkLaw(Estimator):
             raise ValueError(f"X has {arr.shape[1]} features, but LossToBenchmarkLaw is expecting "
                              f"{self.n_features_in_} features as input (`{name}` needs one column per loss "
                              f"combined by `loss_weights`).{hint}")
+        return arr
+
+    def _combined(self, X: Any, name: str = "X") -> np.ndarray:
+        arr = self._columns(X, name)
         with np.errstate(over="ignore", invalid="ignore"):
             x = arr @ self.loss_weights_
         if not np.isfinite(x).all():
@@ -389,7 +436,8 @@ class LossToBenchmarkLaw(Estimator):
         Raises
         ------
         ValueError
-            Shapes that disagree, non-finite values, scores outside `score_range`, invalid parameters.
+            Shapes that disagree, non-finite values, scores outside `score_range`, invalid parameters,
+            ``loss_weights='fit'`` with a single column of losses.
 
         Warns
         -----
@@ -401,9 +449,10 @@ class LossToBenchmarkLaw(Estimator):
         n, k = Xa.shape
         if n == 0:
             raise ValueError("`X` must hold at least one row")
-        u = self._checked_weights(self.loss_weights, k)
-        if u is None:
-            u = np.full(k, 1.0 / k)
+        u = self._checked_weights(self.loss_weights, k, allow_fit=True)
+        fit_weights = isinstance(u, str)
+        if u is None or fit_weights:
+            u = np.full(k, 1.0 / k)           # with 'fit': the first start, and the overflow check below
         ya = as_regression_target(y, "LossToBenchmarkLaw", what="one score per row")
         if ya.size != n:
             raise ValueError(f"`X` and `y` must have the same number of rows; got {n} and {ya.size}")
@@ -425,19 +474,31 @@ class LossToBenchmarkLaw(Estimator):
         if not np.isfinite(x).all():
             raise ValueError("`X`: the weighted sum of the losses overflows")
         keep = w > 0
-        x, ya, w = x[keep], ya[keep], w[keep]
+        Xk, x, ya, w = Xa[keep], x[keep], ya[keep], w[keep]
 
         layout = _Layout(form, lo, hi, floor, ceiling)
-        p = int(sum(layout.free))
-        if np.unique(x).size < p + 1:
-            warnings.warn(f"LossToBenchmarkLaw: {np.unique(x).size} distinct losses for {p} free parameters; "
+        p = int(sum(layout.free)) + (k - 1 if fit_weights else 0)
+        distinct = (np.unique(Xk, axis=0) if fit_weights else np.unique(x)).shape[0]
+        if distinct < p + 1:
+            warnings.warn(f"LossToBenchmarkLaw: {distinct} distinct losses for {p} free parameters; "
                           "the curve is not identified (fix `floor` or `ceiling`)", NumtkWarning, stacklevel=2)
-        theta, res = self._solve(form, layout, x, ya, w, self._starts(form, layout, x, ya, w))
-        self._store(form, layout, theta, u, k)
+        if fit_weights:
+            # starts: equal weights, then each column (almost) alone; the curve's starts on each combination
+            alone = np.full((k, k), (1.0 - _ALONE) / (k - 1)) + np.eye(k) * (_ALONE - (1.0 - _ALONE) / (k - 1))
+            starts = []
+            for uu in np.vstack([u[None, :], alone]):
+                logits = np.log(uu[1:] / uu[0])
+                starts += [np.concatenate([z, logits]) for z in self._starts(form, layout, Xk @ uu, ya, w)]
+            theta, logits, res = self._solve(form, layout, x, ya, w, starts, Xk=Xk)
+            u = _softmax_weights(logits)
+        else:
+            theta, logits, res = self._solve(form, layout, x, ya, w, self._starts(form, layout, x, ya, w))
+            logits = None
+        self._store(form, layout, theta, u, k, logits)
         self.success_ = bool(res.success)
         self.n_iter_ = int(res.nfev)
         self.cost_ = float(res.cost)
-        self._set_uncertainty(x, ya, w)
+        self._set_uncertainty(Xk, ya, w)
         return self
 
     @staticmethod
@@ -468,22 +529,35 @@ class LossToBenchmarkLaw(Estimator):
         return starts
 
     @staticmethod
-    def _solve(form: str, layout: _Layout, x, y, w, starts):
+    def _solve(form: str, layout: _Layout, x, y, w, starts, Xk=None):
+        """Best least squares over ``starts``: (theta, logits, result). With the loss columns ``Xk`` the
+        weights are fitted too, z = (layout's variables, k - 1 logits), and ``x`` is ``Xk @ softmax``."""
         sw = np.sqrt(w / w.mean())
+        q = layout.lb.size
+        lb, ub = layout.lb, layout.ub
+        if Xk is not None:
+            m = Xk.shape[1] - 1
+            lb, ub = np.r_[lb, np.full(m, -_LOGIT_MAX)], np.r_[ub, np.full(m, _LOGIT_MAX)]
+
+        def combined(z):
+            return x if Xk is None else Xk @ _softmax_weights(z[q:])
 
         def resid(z):
-            theta, _ = layout.theta(z)
-            return sw * (_curve(form, theta, x) - y)
+            theta, _ = layout.theta(z[:q])
+            return sw * (_curve(form, theta, combined(z)) - y)
 
         def jac(z):
-            theta, T = layout.theta(z)
-            _, J, _ = _curve(form, theta, x, jac=True)
-            return sw[:, None] * (J @ T)
+            theta, T = layout.theta(z[:q])
+            _, J, dx = _curve(form, theta, combined(z), jac=True)
+            Jz = J @ T
+            if Xk is not None:
+                Jz = np.hstack([Jz, _weight_columns(Xk, _softmax_weights(z[q:]), dx)])
+            return sw[:, None] * Jz
 
         best = None
         for z0 in starts:
             with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-                res = least_squares(resid, z0, jac=jac, bounds=(layout.lb, layout.ub), method="trf",
+                res = least_squares(resid, np.clip(z0, lb, ub), jac=jac, bounds=(lb, ub), method="trf",
                                     ftol=_TOL, xtol=_TOL, gtol=_TOL, max_nfev=_MAX_NFEV)
             if np.isfinite(res.cost) and (best is None or res.cost < best.cost):
                 best = res
@@ -492,34 +566,46 @@ class LossToBenchmarkLaw(Estimator):
         # polish: trust-region reflective only approaches an active bound (a floor at 0) geometrically;
         # the dogleg box method fixes active variables and lands on it
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            polish = least_squares(resid, best.x, jac=jac, bounds=(layout.lb, layout.ub), method="dogbox",
+            polish = least_squares(resid, best.x, jac=jac, bounds=(lb, ub), method="dogbox",
                                    ftol=_TOL, xtol=_TOL, gtol=_TOL, max_nfev=_MAX_NFEV)
         if np.isfinite(polish.cost) and polish.cost <= best.cost:
             polish.nfev += best.nfev
             best = polish
-        theta, _ = layout.theta(best.x)
-        return theta, best
+        theta, _ = layout.theta(best.x[:q])
+        return theta, best.x[q:].copy(), best
 
-    def _store(self, form: str, layout: _Layout, theta: np.ndarray, u: np.ndarray, k: int) -> None:
+    def _store(self, form: str, layout: _Layout, theta: np.ndarray, u: np.ndarray, k: int,
+               logits: np.ndarray | None = None) -> None:
         self._form = form
         self._theta = np.array(theta, dtype=float)
         self._free = np.array(layout.free)
+        self._logits = None if logits is None else np.array(logits, dtype=float)
         self.floor_, self.ceiling_ = float(theta[0]), float(theta[1])
         self.slope_, self.midpoint_ = float(np.exp(theta[2])), float(theta[3])
         self.param_names_ = [n for n, free in zip(_NAMES, layout.free) if free]
         self.coef_ = self._theta[self._free].copy()
-        self.loss_weights_ = u.copy()
+        if self._logits is not None:
+            self.param_names_ += [f"log_weight_ratio_{j}" for j in range(1, int(k))]
+            self.coef_ = np.concatenate([self.coef_, self._logits])
+        self.loss_weights_ = np.array(u, dtype=float)
         self.n_features_in_ = int(k)
 
-    def _set_uncertainty(self, x: np.ndarray, y: np.ndarray, w: np.ndarray) -> None:
-        self._data = (x.copy(), y.copy(), w.copy())
-        value, J, _ = _curve(self._form, self._theta, x, jac=True)
+    def _value_and_jacobian(self, Xk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Scores at the loss columns ``Xk`` and their derivatives w.r.t. ``coef_`` (n, p)."""
+        value, J, dx = _curve(self._form, self._theta, Xk @ self.loss_weights_, jac=True)
+        J = J[:, self._free]
+        if self._logits is not None:
+            J = np.hstack([J, _weight_columns(Xk, self.loss_weights_, dx)])
+        return value, J
+
+    def _set_uncertainty(self, Xk: np.ndarray, y: np.ndarray, w: np.ndarray) -> None:
+        self._data = (Xk.copy(), y.copy(), w.copy())
+        value, J = self._value_and_jacobian(Xk)
         r = value - y
-        p = int(self._free.sum())
+        p = int(self.coef_.size)
         n = float(np.sum(w))          # frequency weights: a weight k counts as k rows
         self.residual_std_ = float(np.sqrt(np.sum(w * r * r) / (n - p))) if n > p else float("nan")
-        Jf = J[:, self._free]
-        self._cov = (self.residual_std_ ** 2) * np.linalg.pinv((Jf * w[:, None]).T @ Jf)
+        self._cov = (self.residual_std_ ** 2) * np.linalg.pinv((J * w[:, None]).T @ J)
 
     # --------------------------------------------------------------------------------------------------
     # evaluation
@@ -564,7 +650,10 @@ class LossToBenchmarkLaw(Estimator):
 
     @constraints(X=("array1d", "array2d"))
     def jacobian(self, X: ArrayLike) -> np.ndarray:
-        """Derivatives of the predictions with respect to ``coef_`` (the free f, c, log k, x0).
+        r"""Derivatives of the predictions with respect to ``coef_``.
+
+        ``coef_`` is the free f, c, log k, x0, followed, with ``loss_weights='fit'``, by the k - 1 log weight
+        ratios :math:`\log(u_j / u_0)`, j = 1..k-1 (see ``param_names_``).
 
         Parameters
         ----------
@@ -575,11 +664,12 @@ class LossToBenchmarkLaw(Estimator):
         J : ndarray of shape (n, p)
             ``J[i, j] = d predict(X)[i] / d coef_[j]``.
         """
-        x = self._combined(X)
-        value, J, _ = _curve(self._form, self._theta, x, jac=True)
+        Xk = self._columns(X)
+        self._combined(Xk)                    # refuses a weighted sum that overflows
+        value, J = self._value_and_jacobian(Xk)
         if not (np.isfinite(value).all() and np.isfinite(J).all()):
             raise ValueError("`X`: losses this large overflow the log-sigmoid")
-        return J[:, self._free]
+        return J
 
     @constraints(scores="array1d")
     def inverse(self, scores: ArrayLike) -> np.ndarray:
@@ -688,20 +778,26 @@ class LossToBenchmarkLaw(Estimator):
         gen = normalize_rng(rng)
         if getattr(self, "_data", None) is None:
             raise ValueError("`n_resamples`: a law made by from_params has no data to resample")
-        x, y, w = self._data
+        Xk, y, w = self._data
         form, lo, hi, floor, ceiling = self._checked_params()
         layout = _Layout(form, lo, hi, floor, ceiling)
+        # the fitted parameters (and fitted weights' logits) as the one start, clipped into the box
+        fit_weights = self._logits is not None
         start = layout.z(*self._theta)
-        # the fitted parameters as the one start, clipped strictly inside the box
+        if fit_weights:
+            start = np.concatenate([start, self._logits])
         laws = []
+        n = y.size
         for _ in range(n_resamples):
-            idx = gen.integers(0, x.size, x.size)
-            xb, yb, wb = x[idx], y[idx], w[idx]
-            theta, res = self._solve(form, layout, xb, yb, wb, [start])
+            idx = gen.integers(0, n, n)
+            Xb, yb, wb = Xk[idx], y[idx], w[idx]
+            theta, logits, res = self._solve(form, layout, Xb @ self.loss_weights_, yb, wb, [start],
+                                             Xk=Xb if fit_weights else None)
+            u = _softmax_weights(logits) if fit_weights else self.loss_weights_
             law = LossToBenchmarkLaw(**self.get_params())
-            law._store(form, layout, theta, self.loss_weights_, self.n_features_in_)
+            law._store(form, layout, theta, u, self.n_features_in_, logits if fit_weights else None)
             law.success_, law.n_iter_, law.cost_ = bool(res.success), int(res.nfev), float(res.cost)
-            law._set_uncertainty(xb, yb, wb)
+            law._set_uncertainty(Xb, yb, wb)
             laws.append(law)
         return laws
 
@@ -756,8 +852,9 @@ class LossToBenchmarkLaw(Estimator):
             std = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", J, self._cov, J), 0.0))
             lower, upper = pred - z * std, pred + z * std
         else:
-            x = self._combined(X)
-            draws = np.array([_curve(law._form, law._theta, x) for law in self.bootstrap(n_resamples, rng=gen)])
+            Xk = self._columns(X)       # each refit combines the columns with its own weights
+            draws = np.array([_curve(law._form, law._theta, Xk @ law.loss_weights_)
+                              for law in self.bootstrap(n_resamples, rng=gen)])
             std = draws.std(axis=0, ddof=1) if n_resamples > 1 else np.zeros_like(pred)
             lower = np.quantile(draws, 0.5 - 0.5 * level, axis=0)
             upper = np.quantile(draws, 0.5 + 0.5 * level, axis=0)
@@ -784,7 +881,7 @@ class LossToBenchmarkLaw(Estimator):
         midpoint : float
             x0.
         loss_weights : array_like of shape (k,), optional
-            As for the constructor (None: one loss).
+            As for the constructor (None: one loss), but the weights themselves: ``'fit'`` is refused.
         score_range : array_like of shape (2,) or None, default (0.0, 1.0)
             As for the constructor.
 
