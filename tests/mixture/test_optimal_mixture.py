@@ -12,7 +12,7 @@ import pytest
 from scipy.optimize import LinearConstraint, brentq
 
 from numtk._lib import NumtkWarning
-from numtk.mixture import LossToBenchmarkLaw, MixtureLaw, optimal_mixture
+from numtk.mixture import LossToBenchmarkLaw, MixtureLaw, mixture_features, optimal_mixture
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _reference import camel as camel_loop  # noqa: E402
@@ -322,6 +322,25 @@ def test_tokens_of_a_law_with_a_data_term():
     np.testing.assert_allclose(b.losses - a.losses, np.exp(np.array([0.1, 0.2]) - 0.3 * np.log(2.0)), rtol=1e-12)
     with pytest.raises(ValueError, match="`tokens`"):
         optimal_mixture(with_d, 1e10)
+
+
+def test_capacity_kkt_law_keeps_the_floor_and_no_dirichlet_sample_is_better():
+    # Dai and Zheng's law (K = 3; N raw, H in millions of parameters), at 3e9 parameters, far above H = 20M
+    P = {"b": np.array([0.3, 0.45, 0.6]), "c": np.array([4.0, 9.0, 20.0]), "A": np.array([0.8, 1.2, 0.6]),
+         "a": np.array([0.3, 0.25, 0.35]), "E": np.array([1.6, 1.2, 1.9]), "H": 20.0}
+    law = MixtureLaw.from_params("capacity_kkt", P, reference_size=1e8)
+    N, D = 3e9, 6e10
+    res = optimal_mixture(law, N, tokens=D, rng=0)
+    r = res.mixture
+    assert res.success and r.shape == (3,) and abs(r.sum() - 1) <= 1e-12
+    assert np.all(r >= 1e-4)
+    assert res.value == pytest.approx(law.predict(mixture_features(N, r[None, :], tokens=D))[0].mean(), rel=1e-12)
+    # brute force: 2e4 Dirichlet mixtures, floored at 1e-4 and renormalised (the law's own floor)
+    R = np.random.default_rng(9).dirichlet(np.ones(3), 20_000)
+    R = np.maximum(R, 1e-4)
+    R /= R.sum(axis=1, keepdims=True)
+    objective = law.predict(mixture_features(N, R, tokens=D)).mean(axis=1)
+    assert objective.min() >= res.value - 1e-9
 
 
 def test_one_domain():
