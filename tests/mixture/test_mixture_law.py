@@ -463,6 +463,29 @@ def test_workers_process_pool_and_map_callable_give_identical_fits():
     np.testing.assert_array_equal(np.array(a), np.array(b))
 
 
+def test_one_validation_set_spreads_its_starts_over_workers_with_the_same_fit():
+    # V = 1 (RegMix's Pile-CC fit): the starts go to the workers in fixed chunks, so a map sees several tasks
+    # and the fit is the serial one whatever the number of workers
+    N, R, _ = _design(M=3, n_mix=8)
+    rng = np.random.default_rng(5)
+    y = ref.camel(_planted("camel", 1, 3), N, R, N0)[:, 0] * np.exp(1e-2 * rng.standard_normal(N.size))
+    X = mixture_features(N, R)
+    serial = MixtureLaw("camel", n_starts=40, rng=1).fit(X, y)
+    calls = []
+
+    def recording_map(fn, jobs):
+        jobs = list(jobs)
+        calls.append(len(jobs))
+        return map(fn, jobs)
+
+    mapped = MixtureLaw("camel", n_starts=40, rng=1, workers=recording_map).fit(X, y)
+    pooled = MixtureLaw("camel", n_starts=40, rng=1, workers=2).fit(X, y)
+    np.testing.assert_array_equal(mapped.coef_, serial.coef_)
+    np.testing.assert_array_equal(pooled.coef_, serial.coef_)
+    assert max(calls) >= 3  # 40 starts in chunks of 16: three screening tasks for the one set
+    assert mapped.loss_ <= min(st.objective for st in mapped.starts_) + 0.0
+
+
 def test_starts_are_recorded_and_the_best_is_kept():
     N, R, _ = _design(M=3, n_mix=8)
     y = ref.camel(_planted("camel", 2, 3), N, R, N0)

@@ -34,6 +34,9 @@ _LBFGS = {"ftol": 1e-15, "gtol": 1e-10, "maxiter": 10_000}
 # ftol 1e-15 crawls for thousands of iterations per start; screening spends that only where it can matter.
 _SCREEN = {"ftol": 1e-10, "gtol": 1e-7, "maxiter": 10_000}
 _N_POLISH = 4
+# Starts are screened in fixed chunks of _CHUNK, the unit that `workers` spreads (with the polishing of each
+# problem): fixed, so that the fit does not depend on `workers`.
+_CHUNK = 16
 _MAX_STARTS = 10_000                        # starts of one problem are held at once (16 KB each for L-BFGS-B)
 _KKT_KEYS = ("b", "c", "A", "a", "E")
 _SIZE_TOL = 1e-9                            # relative tolerance matching a size to a training size
@@ -371,12 +374,10 @@ class MixtureLaw(Estimator):
         Randomness of the random starts (one independent stream per validation set and start, so the fit
         does not depend on ``workers``).
     workers : int or map-like callable, default 1
-        Processes (or a ``map``-like callable) over the refinement tasks (one per validation set, and per size
-        for ``'data_mixing'``, each refining all its starts) and over the bootstrap resamples; results do not
-        depend on it. Limitation: the tasks are not split by start, so a fit with one validation set (other than
-        ``'capacity_kkt'``, whose fit maps its starts) runs on one worker; the starts of a task share batched
-        evaluations whose round-off depends on the batch, so splitting them by the number of workers would
-        make the fit depend on ``workers``.
+        Processes (or a ``map``-like callable) over the starts, in fixed chunks of 16 per validation set (per
+        size and set for ``'data_mixing'``), then over the polishing of each set's best starts, and over the
+        bootstrap resamples; ``'capacity_kkt'`` maps its starts one by one. Results do not depend on it: the
+        chunks are fixed, whatever the number of workers.
     progress : bool, default False
         Show a tqdm bar over the refinements.
 
@@ -1797,25 +1798,37 @@ class _one_blas_thread:
             self._ctx.__exit__(*exc)
 
 
-def _refine_set(task):
-    """Refine every start of one problem (rows of X0) with L-BFGS-B; each result is (x, f, success, n_iter,
-    message), f evaluated by :func:`_objective` (the start itself is kept when it is lower)."""
+def _screen(task):
+    """Screening runs (``_SCREEN`` tolerances) from the rows of X0 of one problem."""
     prob, X0 = task
     with _one_blas_thread():
-        if X0.shape[1] == 0:
-            return [(x0, _objective(x0, prob)[0], True, 0, "nothing to fit") for x0 in X0]
-        if len(X0) <= _N_POLISH:
-            runs = _lbfgsb_runs(prob, X0, _LBFGS)
-        else:
-            runs = _lbfgsb_runs(prob, X0, _SCREEN)
-            best = np.argsort([r[1] for r in runs], kind="stable")[:_N_POLISH]
-            polished = _lbfgsb_runs(prob, np.array([runs[k][0] for k in best]), _LBFGS)
-            for k, (x, f, ok, nit, msg) in zip(best, polished):
-                runs[k] = (x, f, ok, runs[k][3] + nit, msg)
-            for k in set(range(len(runs))) - set(best.tolist()):
-                x, f, ok, nit, msg = runs[k]
-                runs[k] = (x, f, ok, nit, f"screened only (ftol {_SCREEN['ftol']:g}): {msg}")
-        out = []
+        return _lbfgsb_runs(prob, X0, _SCREEN)
+
+
+def _polish(task):
+    """Full-tolerance runs (``_LBFGS``) from the rows of X0 of one problem."""
+    prob, X0 = task
+    with _one_blas_thread():
+        return _lbfgsb_runs(prob, X0, _LBFGS)
+
+
+def _polish_rows(screened):
+    """The screened starts to polish: the ``_N_POLISH`` lowest (ties by position)."""
+    return np.argsort([r[1] for r in screened], kind="stable")[:_N_POLISH]
+
+
+def _finish(prob, X0, runs, polished=None, rows=None):
+    """Per start (x, f, success, n_iter, message): the polished runs replace their screened ones (iterations
+    added), the others say they were screened only, and a start lower than its refined point is kept."""
+    runs = list(runs)
+    if polished is not None:
+        for k, (x, f, ok, nit, msg) in zip(rows, polished):
+            runs[k] = (x, f, ok, runs[k][3] + nit, msg)
+        for k in sorted(set(range(len(runs))) - set(np.asarray(rows).tolist())):
+            x, f, ok, nit, msg = runs[k]
+            runs[k] = (x, f, ok, nit, f"screened only (ftol {_SCREEN['ftol']:g}): {msg}")
+    out = []
+    with _one_blas_thread():
         for x0, (x, _, ok, nit, msg) in zip(X0, runs):
             x0 = np.clip(x0, prob.lo_free, prob.hi_free)
             f0 = _objective(x0, prob)[0]
@@ -1824,7 +1837,28 @@ def _refine_set(task):
                 out.append((x0, f0, ok, nit, "the start is lower than the refined point: kept"))
             else:
                 out.append((x, f, ok, nit, msg))
-        return out
+    return out
+
+
+def _chunks(X0):
+    """Fixed chunks of ``_CHUNK`` starts: the unit ``workers`` spreads, independent of ``workers`` (lock-step
+    runs evaluate a chunk's points together, so the chunking must not depend on the number of workers for
+    the fit to stay the same)."""
+    return [X0[c:c + _CHUNK] for c in range(0, len(X0), _CHUNK)]
+
+
+def _refine_set(task):
+    """Refine every start of one problem (rows of X0) with L-BFGS-B, serially; each result is (x, f, success,
+    n_iter, message), f evaluated by :func:`_objective` (the start itself is kept when it is lower). Every
+    start is screened (in the chunks :func:`_run_tasks` maps) and the lowest few are polished."""
+    prob, X0 = task
+    if X0.shape[1] == 0:
+        return [(x0, _objective(x0, prob)[0], True, 0, "nothing to fit") for x0 in X0]
+    if len(X0) <= _N_POLISH:
+        return _finish(prob, X0, _polish(task))
+    screened = [r for chunk in _chunks(X0) for r in _screen((prob, chunk))]
+    rows = _polish_rows(screened)
+    return _finish(prob, X0, screened, _polish((prob, X0[rows])), rows)
 
 
 def _lbfgsb_runs(prob, X0, options):
@@ -2009,13 +2043,36 @@ def _base_vector(prob):
 
 
 def _run_tasks(tasks, mapper, progress, desc):
-    """Refine the starts of each problem (one task per problem, its starts together); flat results."""
+    """Refine the starts of each problem (:func:`_refine_set`, the same result), with ``mapper`` spreading the
+    screening chunks of every problem and then the polishing of each problem; flat results."""
     bar = progress_bar(progress=progress, total=sum(len(t[1]) for t in tasks), desc=desc)
-    out = []
     try:
-        for task, r in zip(tasks, mapper(_refine_set, tasks)):
-            out.extend(r)
-            bar.update(len(task[1]))
+        trivial = [t[1].shape[1] == 0 for t in tasks]
+        small = [not z and len(t[1]) <= _N_POLISH for t, z in zip(tasks, trivial)]
+        jobs, owner = [], []
+        for k, (prob, X0) in enumerate(tasks):
+            if not trivial[k] and not small[k]:
+                for chunk in _chunks(X0):
+                    jobs.append((prob, chunk))
+                    owner.append(k)
+        screened: dict = {k: [] for k in range(len(tasks))}
+        for k, job, runs in zip(owner, jobs, mapper(_screen, jobs)):
+            screened[k].extend(runs)
+            bar.update(len(job[1]))
+        rows = {k: (_polish_rows(screened[k]) if not small[k] else np.arange(len(tasks[k][1])))
+                for k in range(len(tasks)) if not trivial[k]}
+        pjobs = [(tasks[k][0], tasks[k][1][rows[k]] if small[k] else
+                  np.array([screened[k][r][0] for r in rows[k]])) for k in sorted(rows)]
+        polished = dict(zip(sorted(rows), mapper(_polish, pjobs)))
+        out = []
+        for k, (prob, X0) in enumerate(tasks):
+            if trivial[k]:
+                out.extend(_refine_set((prob, X0)))
+            elif small[k]:
+                out.extend(_finish(prob, X0, polished[k]))
+                bar.update(len(X0))
+            else:
+                out.extend(_finish(prob, X0, screened[k], polished[k], rows[k]))
     finally:
         bar.close()
     return out
