@@ -20,6 +20,7 @@ from numtk._lib._constraints import constraints
 from numtk._lib._rng import normalize_rng
 from numtk._lib._validation import (C_INT_MAX, as_array, check_bool, check_int, check_options, check_real,
                                     check_size)
+from numtk.mixture._mixture_law import _as_mixtures
 
 __all__ = ["allocate_budget"]
 
@@ -105,24 +106,6 @@ def _per_size(fn: Any, sizes: np.ndarray, name: str) -> np.ndarray:
     if not np.all(np.isfinite(out)) or np.any(out <= 0):
         raise ValueError(f"`{name}` must give finite values > 0 at every candidate size; got {out}")
     return out
-
-
-def _check_mixtures(R: Any, name: str, M: int, *, ndim: int) -> np.ndarray:
-    R = as_array(R, name, ndim=ndim).astype(np.float64)
-    R2 = R if R.ndim == 2 else R[None, :]
-    if R2.shape[0] == 0:
-        raise ValueError(f"`{name}` must hold at least one mixture")
-    if R2.shape[1] != M:
-        raise ValueError(f"`{name}` must have one weight per training domain of the law ({M}); "
-                         f"got shape {R.shape}")
-    if not np.all(np.isfinite(R2)) or np.any(R2 < 0):
-        raise ValueError(f"`{name}` must be finite and >= 0")
-    with np.errstate(over="ignore", invalid="ignore"):
-        sums = R2.sum(axis=1)
-    if not np.all(np.abs(sums - 1.0) <= 1e-6):
-        worst = sums[np.argmax(np.where(np.isfinite(sums), np.abs(sums - 1.0), np.inf))]
-        raise ValueError(f"`{name}` rows must sum to 1 (within 1e-6); got a row summing to {worst!r}")
-    return R2 / sums[:, None]
 
 
 def _check_samples(theta_samples: Any, M: int, V: int) -> list:
@@ -984,9 +967,9 @@ def allocate_budget(budget: float, candidate_sizes: ArrayLike, cost_fn: Callable
             raise ValueError("`target_tokens` was given, but the law does not read tokens; leave it None")
 
     if target_mixture is not None:
-        r_star = _check_mixtures(target_mixture, "target_mixture", M, ndim=1)[0]
+        r_star = _as_mixtures(target_mixture, "target_mixture", M, ndim=1)[0]
     if mixtures is not None:
-        Q = _check_mixtures(mixtures, "mixtures", M, ndim=2)
+        Q = _as_mixtures(mixtures, "mixtures", M, ndim=2)
     if target_mixture is None:
         from numtk.mixture._optimal_mixture import optimal_mixture
 

@@ -101,11 +101,26 @@ def _check_mixtures(R: np.ndarray, name: str) -> np.ndarray:
     dev = np.max(np.abs(sums - 1.0)) if R.shape[0] else 0.0
     if dev > _SIMPLEX_TOL:
         bad = int(np.argmax(np.abs(sums - 1.0)))
-        raise ValueError(f"`{name}` mixture rows must sum to 1 (within {_SIMPLEX_TOL:g}); row {bad} sums to "
+        raise ValueError(f"`{name}` rows must sum to 1 (within {_SIMPLEX_TOL:g}); row {bad} sums to "
                          f"{sums[bad]:.9g}")
     if dev <= 1e-14:  # already normalised to round-off: dividing would change nothing that matters
         return R
     return R / sums[:, None]
+
+
+def _as_mixtures(R: Any, name: str, M: int, *, ndim: int = 2) -> np.ndarray:
+    """Mixtures given by a user: an array of ``ndim`` dimensions, M weights per row, finite, then
+    :func:`_check_mixtures`; returned 2-D (one row for a 1-D input)."""
+    R = as_array(R, name, ndim=ndim).astype(np.float64)
+    R2 = R if R.ndim == 2 else R[None, :]
+    if R2.shape[0] == 0:
+        raise ValueError(f"`{name}` must hold at least one mixture")
+    if R2.shape[1] != M:
+        raise ValueError(f"`{name}` must have one column (weight) per training domain of the law ({M}); "
+                         f"got shape {R.shape}")
+    if not np.all(np.isfinite(R2)) or np.any(R2 < 0):
+        raise ValueError(f"`{name}` must be finite and >= 0")
+    return _check_mixtures(R2, name)
 
 
 @constraints(model_sizes=("real>0", "array1d"), mixtures=("array1d", "array2d"), tokens=("real>0", "array1d"))

@@ -33,6 +33,19 @@ def _one_blas_thread():
 # ------------------------------------------------------------------------------------------------------
 # arguments
 # ------------------------------------------------------------------------------------------------------
+def _weight_vector(value: Any, name: str, n: int, per: str) -> np.ndarray:
+    """n non-negative weights, not all zero (a scalar counts as one weight)."""
+    v = as_array(value, name, kinds="biuf").astype(np.float64)
+    if v.ndim == 0:
+        v = v[None]
+    if v.shape != (n,):
+        raise ValueError(f"`{name}` must have one weight per {per} ({n}); got shape {v.shape}")
+    check_finite(v, name)
+    if (v < 0).any() or not (v > 0).any():
+        raise ValueError(f"`{name}` must be non-negative and not all zero")
+    return v
+
+
 def _check_law(law: Any) -> tuple[int, int]:
     ok = (callable(getattr(law, "mixture_gradient", None)) and hasattr(law, "n_domains_")
           and hasattr(law, "n_outputs_"))
@@ -120,14 +133,7 @@ def _benchmark_setup(benchmarks: Any, benchmark_weights: Any, V: int):
     if benchmark_weights is None:
         v = np.full(B, 1.0 / B)
     else:
-        v = as_array(benchmark_weights, "benchmark_weights", kinds="biuf").astype(np.float64)
-        if v.ndim == 0:
-            v = v[None]
-        if v.shape != (B,):
-            raise ValueError(f"`benchmark_weights` must have one weight per benchmark ({B}); got shape {v.shape}")
-        check_finite(v, "benchmark_weights")
-        if (v < 0).any() or not (v > 0).any():
-            raise ValueError("`benchmark_weights` must be non-negative and not all zero")
+        v = _weight_vector(benchmark_weights, "benchmark_weights", B, "benchmark")
     return laws, np.array(U), v
 
 
@@ -499,14 +505,7 @@ def optimal_mixture(law: Any, model_size: float, constraints: Any = None, *, wei
     if weights is not None:
         if bench is not None:
             raise ValueError("`weights` aggregate losses; with `benchmarks` each law's loss_weights_ does")
-        w = as_array(weights, "weights", kinds="biuf").astype(np.float64)
-        if w.ndim == 0:
-            w = w[None]
-        if w.shape != (V,):
-            raise ValueError(f"`weights` must have one weight per validation set ({V}); got shape {w.shape}")
-        check_finite(w, "weights")
-        if (w < 0).any() or not (w > 0).any():
-            raise ValueError("`weights` must be non-negative and not all zero")
+        w = _weight_vector(weights, "weights", V, "validation set")
     else:
         w = np.full(V, 1.0 / V)
     if constraints is not None and not isinstance(constraints, (dict, list, tuple, LinearConstraint)):

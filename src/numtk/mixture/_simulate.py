@@ -10,6 +10,7 @@ import numpy as np
 from numtk._lib._constraints import constraints
 from numtk._lib._rng import normalize_rng
 from numtk._lib._validation import C_INT_MAX, as_array, check_int, check_real, check_size
+from numtk.mixture._mixture_law import _as_mixtures
 
 __all__ = ["planted_law", "simulate_runs"]
 
@@ -241,19 +242,7 @@ def simulate_runs(law, model_sizes, mixtures, *, noise: float = 1e-3, tokens=Non
     else:
         if isinstance(mixtures, (bool, np.bool_)):
             raise TypeError("`mixtures` must be an int or a 2-D array of mixture weights; got a bool")
-        R = as_array(mixtures, "mixtures", ndim=2).astype(np.float64)
-        if R.shape[0] == 0:
-            raise ValueError("`mixtures` must hold at least one mixture")
-        if R.shape[1] != M:
-            raise ValueError(f"`mixtures` must have one column per training domain of the law ({M}); "
-                             f"got shape {R.shape}")
-        if not np.all(np.isfinite(R)) or np.any(R < 0):
-            raise ValueError("`mixtures` must be finite and >= 0")
-        sums = R.sum(axis=1)
-        if np.any(np.abs(sums - 1.0) > 1e-6):
-            raise ValueError("`mixtures` rows must sum to 1 (within 1e-6); "
-                             f"the worst row sums to {sums[np.argmax(np.abs(sums - 1.0))]!r}")
-        R = R / sums[:, None]
+        R = _as_mixtures(mixtures, "mixtures", M)
         m = R.shape[0]
         check_size(m * S, _bytes_per_row(M, V), "mixtures")
 
