@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from numtk._lib import single_blas_thread
 from numtk.mixture import MixtureLaw, mixture_features
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -180,7 +181,7 @@ def test_lockstep_lbfgsb_reproduces_scipy_minimize():
         fg = [ml._objective(x, prob) for x in X]
         return np.array([f for f, _ in fg]), np.array([g for _, g in fg])
 
-    with ml._one_blas_thread():
+    with single_blas_thread():
         exact = ml._lbfgsb_lockstep(one_by_one, X0, prob.lo_free, prob.hi_free)
         batched = ml._lbfgsb_lockstep(lambda X: ml._objective_batch(X, prob), X0, prob.lo_free, prob.hi_free)
         for x0, (x, f, ok, nit, msg), (xb, fb, *_) in zip(X0, exact, batched):

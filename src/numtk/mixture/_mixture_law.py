@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from numtk._lib import Result, as_map, normalize_rng, progress_bar, spawn_rngs
+from numtk._lib import Result, as_map, normalize_rng, progress_bar, single_blas_thread, spawn_rngs
 from numtk._lib._constraints import constraints
 from numtk._lib._estimator import Estimator, check_is_fitted
 from numtk._lib._validation import (as_array, as_points, check_bool, check_finite, check_int, check_option,
@@ -1053,7 +1053,7 @@ class MixtureLaw(Estimator):
         params = self.get_params(deep=False)
         params["fixed"] = None if self.fixed is None else {k: np.array(v, dtype=float) for k, v in
                                                             self.fixed.items()}
-        with _one_blas_thread():
+        with single_blas_thread():  # many tiny L-BFGS-B steps: BLAS threads only cost here
             self._fit_arrays(hp, N, D, R, Y, s, single, fixed, rng=self.rng, workers=self.workers,
                              progress=self.progress)
         self._train = (N, D, R, Y, s, single)
@@ -1536,7 +1536,7 @@ class MixtureLaw(Estimator):
         if sizes.size < 3:
             raise ValueError(f"`X` holds the size {size:.6g}, not a training size: 'data_mixing' extrapolates to "
                              f"other sizes only from at least 3 training sizes; this law has {sizes.size}")
-        with _one_blas_thread():
+        with single_blas_thread():
             return self._dml_unseen_fit(size)
 
     def _dml_unseen_fit(self, size: float):
@@ -1577,7 +1577,7 @@ def _bootstrap_refit(task):
     params, hp, (N, D, R, Y, s, single), init, seed, fallback = task
     law = MixtureLaw(**{**params, "workers": 1, "progress": False, "rng": seed})
     fixed = law._check_fixed(hp, Y.shape[1], R.shape[1], 0, Y, s > 0)
-    with _one_blas_thread():
+    with single_blas_thread():
         law._fit_arrays(hp, N, D, R, Y, s, single, fixed, rng=seed, workers=1, progress=False, init=init)
     law._train = (N, D, R, Y, s, single)
     law._fit_hp, law._fit_fixed, law._fit_params = hp, fixed, {**params, "rng": seed}
@@ -1791,39 +1791,17 @@ def _lbfgsb_lockstep(fun_batch, X0, lo, hi, *, maxcor=10, maxls=20, maxfun=15000
     return out
 
 
-_BLAS_DEPTH = [0]
-
-
-class _one_blas_thread:
-    """BLAS limited to one thread (many tiny L-BFGS-B steps; see numtk._lib.single_blas_thread), entered once
-    per process however deeply nested."""
-
-    def __enter__(self):
-        from numtk._lib import single_blas_thread
-
-        self._ctx = single_blas_thread() if _BLAS_DEPTH[0] == 0 else None
-        if self._ctx is not None:
-            self._ctx.__enter__()
-        _BLAS_DEPTH[0] += 1
-        return self
-
-    def __exit__(self, *exc):
-        _BLAS_DEPTH[0] -= 1
-        if self._ctx is not None:
-            self._ctx.__exit__(*exc)
-
-
 def _screen(task):
     """Screening runs (``_SCREEN`` tolerances) from the rows of X0 of one problem."""
     prob, X0 = task
-    with _one_blas_thread():
+    with single_blas_thread():
         return _lbfgsb_runs(prob, X0, _SCREEN)
 
 
 def _polish(task):
     """Full-tolerance runs (``_LBFGS``) from the rows of X0 of one problem."""
     prob, X0 = task
-    with _one_blas_thread():
+    with single_blas_thread():
         return _lbfgsb_runs(prob, X0, _LBFGS)
 
 
@@ -1843,7 +1821,7 @@ def _finish(prob, X0, runs, polished=None, rows=None):
             x, f, ok, nit, msg = runs[k]
             runs[k] = (x, f, ok, nit, f"screened only (ftol {_SCREEN['ftol']:g}): {msg}")
     out = []
-    with _one_blas_thread():
+    with single_blas_thread():
         for x0, (x, _, ok, nit, msg) in zip(X0, runs):
             x0 = np.clip(x0, prob.lo_free, prob.hi_free)
             f0 = _objective(x0, prob)[0]

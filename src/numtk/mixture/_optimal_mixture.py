@@ -24,12 +24,6 @@ _MAXITER = 1000
 _KKT_FLOOR = 1e-4     # the least weight of a capacity-KKT mixture
 
 
-def _one_blas_thread():
-    """BLAS limited to one thread around the solves (SLSQP makes hundreds of tiny LAPACK calls, which BLAS
-    threads only slow down on busy cores: 0.6 s instead of 10 ms for M = 17 on two loaded cores)."""
-    return single_blas_thread()
-
-
 # ------------------------------------------------------------------------------------------------------
 # arguments
 # ------------------------------------------------------------------------------------------------------
@@ -574,7 +568,8 @@ def optimal_mixture(law: Any, model_size: float, constraints: Any = None, *, wei
     if M == 1:
         best = (np.ones(1), True, "one domain: the mixture is (1,)")
     else:
-        with np.errstate(over="ignore", invalid="ignore"), _one_blas_thread():
+        # SLSQP makes hundreds of tiny LAPACK calls, which BLAS threads only slow down on busy cores
+        with np.errstate(over="ignore", invalid="ignore"), single_blas_thread():
             for r0 in unique:
                 res = minimize(obj.fun, r0, jac=obj.jac, method="SLSQP", bounds=bounds, constraints=cons,
                                options={"ftol": _FTOL, "maxiter": _MAXITER})
