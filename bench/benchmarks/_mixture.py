@@ -30,7 +30,6 @@ numtk call 10x slower than its one-thread time.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
@@ -326,29 +325,15 @@ def sdp_allocation(kw: dict, mixtures: np.ndarray) -> float:
 # ------------------------------------------------------------------------------------------------------------
 # the comparison
 # ------------------------------------------------------------------------------------------------------------
-_CONTROLLER: list = []
-
-
-def _one_blas_thread():
-    """BLAS held to one thread, with one kept threadpoolctl controller (building one inspects every loaded
-    library, about a millisecond); a null context without threadpoolctl."""
-    if not _CONTROLLER:
-        try:
-            import scipy.linalg  # noqa: F401  (SciPy's BLAS loaded first: only loaded libraries are limited)
-            from threadpoolctl import ThreadpoolController
-            _CONTROLLER.append(ThreadpoolController())
-        except ImportError:
-            _CONTROLLER.append(None)
-    c = _CONTROLLER[0]
-    return contextlib.nullcontext() if c is None else c.limit(limits=1, user_api="blas")
-
 
 def _one_thread(fn):
     """``fn`` run with BLAS on one thread: the targets are for one core, and the iterative SciPy solvers
     (L-BFGS-B, SLSQP, least_squares) make many tiny LAPACK calls that BLAS threads slow down 10-20x once other
     processes share the cores."""
+    from numtk._lib import single_blas_thread
+
     def run():
-        with _one_blas_thread():
+        with single_blas_thread():
             return fn()
     return run
 
@@ -574,8 +559,9 @@ def compare(quick: bool = False, options=None) -> None:
     if options is not None and getattr(options, "repeat", None):
         repeat = min(options.repeat, repeat)
     print("== mixture ==")
-    _one_blas_thread()
-    held = _CONTROLLER[0] is not None
+    from numtk._lib._optional import has_module
+
+    held = has_module("threadpoolctl")
     print(f"Targets: mixture.md section 13, for one core, float64. Here: {available_cores()} of {os.cpu_count()} "
           f"cores usable, load average {os.getloadavg()[0]:.1f}. Every contestant runs with BLAS held to one "
           f"thread{'' if held else ' (NOT held: threadpoolctl is missing)'} and numtk with workers=1; "
