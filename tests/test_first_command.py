@@ -75,3 +75,4 @@ def test_tour_runs_on_the_required_dependencies_alone(tmp_path):
     for area in ("stats", "seriation", "counterfactual", "games", "sampling"):
         assert re.search(rf"^{area}\s", table, re.M), f"no {area} row in the tour's table"
     assert 'pip install "numtk[cvxpy]"' in out  # the rows that need cvxpy say how to get them
+    assert 'pip install "numtk[torch]"' in out  # and the bridge's demonstrations, which need torch

@@ -22,6 +22,17 @@ def _load(name: str) -> Callable:
     return _registry.load(DEMOS[name])
 
 
+def _install_hint(name: str) -> str | None:
+    """None when demo ``name`` can run here; else what to install for it (``pip install "numtk[torch]"``)."""
+    from numtk._lib._optional import EXTRAS
+
+    missing = _registry.demos()[name].missing()
+    if not missing:
+        return None
+    extras = sorted({EXTRAS[m][1] if m in EXTRAS else m for m in missing})
+    return f"needs {', '.join(missing)}: pip install \"numtk[{','.join(extras)}]\""
+
+
 def format_table(rows: list[dict]) -> str:
     widths = {c: max([len(c)] + [len(str(r.get(c, ""))) for r in rows]) for c in _COLUMNS}
     head = "  ".join(c.ljust(widths[c]) for c in _COLUMNS)
@@ -47,11 +58,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     names = sorted(DEMOS) if args.command == "tour" else [args.name]
     plot = getattr(args, "plot", None)
-    if plot and "plot" not in inspect.signature(_load(args.name)).parameters:
+    if plot and _install_hint(args.name) is None and "plot" not in inspect.signature(_load(args.name)).parameters:
         parser.error(f"demo {args.name!r} has no figure")
     rows: list[dict] = []
     for name in names:
         print(f"== {name}")
+        hint = _install_hint(name)
+        if hint is not None:  # an optional package is missing: the tour says so and goes on
+            print(f"skipped: demo {name!r} {hint}", file=sys.stderr if args.command == "demo" else sys.stdout)
+            if args.command == "demo":
+                return 1
+            area = next(a.name for a in _registry.AREAS if any(d.name == name for d in a.demos))
+            rows.append({"area": area, "method": name, "result": f"skipped ({hint})"})
+            continue
         rows.extend(_load(name)(quick=not args.full, **({"plot": plot} if plot else {})))
     print()
     print(format_table(rows))

@@ -9,6 +9,11 @@ their checks (a few seconds each), so their valid calls are the smallest runs.
 import numpy as np
 
 from _harness import Case
+# one list per further room of the bridge, each in its own file
+from _cases_moddit import MODDIT
+from _cases_mswt import MSWT
+from _cases_spectral import SPECTRAL
+from _cases_tokendrop import TOKENDROP
 
 
 def _llep_module():
@@ -124,4 +129,8 @@ CASES = {c.name: c for c in [
     Case("numtk.torch.llep.benchmark_llep", _benchmark, {}, timeout=60.0,
          skip={"world_size": ("1",), "repeats": ("1",), "warmup": ("0",)}),
     *PUZZLE,
+    *TOKENDROP,
+    *MODDIT,
+    *MSWT,
+    *SPECTRAL,
 ]}

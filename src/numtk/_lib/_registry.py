@@ -37,6 +37,15 @@ class Demo:
     name: str
     #: ``"module:function"``: ``run(*, quick=True, out=print[, plot=None]) -> list[dict]``
     entry: str
+    #: optional packages the demonstration imports (``("torch",)`` for the bridge's); where one is missing
+    #: the tour prints a row that says how to install it instead of running the demonstration
+    requires: tuple[str, ...] = ()
+
+    def missing(self) -> tuple[str, ...]:
+        """The packages of ``requires`` that cannot be imported here (looked up without importing them)."""
+        from numtk._lib._optional import has_module
+
+        return tuple(p for p in self.requires if not has_module(p))
 
 
 @dataclass(frozen=True)
@@ -153,7 +162,25 @@ AREAS: tuple[Area, ...] = (
             help="numtk.mixture: law fits, predictions, the optimal mixture and the budget allocation against "
                  "plain SciPy fits and the spec's time targets"),),
     ),
-    Area("torch"),  # the PyTorch bridge: Python only, its modules import torch on first access
+    Area(  # the PyTorch bridge: Python only, its modules import torch on first access
+        "torch",
+        demos=(Demo("tokendrop", "numtk.torch._demo_tokendrop:run", requires=("torch",)),
+               Demo("moddit", "numtk.torch._demo_moddit:run", requires=("torch",)),
+               Demo("mswt", "numtk.torch._demo_mswt:run", requires=("torch",)),
+               Demo("spectral", "numtk.torch._demo_spectral:run", requires=("torch",))),
+        compare=(
+            CompareSection("tokendrop", "benchmarks._torch_tokendrop:compare",
+                           help="numtk.torch.tokendrop: saved-activation bytes and step time for rho in "
+                                "{0.25, 0.5, 1} against plain backprop and layer-level skipping"),
+            CompareSection("moddit", "benchmarks._torch_moddit:compare",
+                           help="numtk.torch.moddit: block-sparse attention against dense "
+                                "scaled_dot_product_attention (sequence 16384, block 128) and its crossover"),
+            CompareSection("mswt", "benchmarks._torch_mswt:compare",
+                           help="numtk.torch.mswt: DWT/IDWT in torch against PyWavelets, forward and backward"),
+            CompareSection("spectral", "benchmarks._torch_spectral:compare",
+                           help="numtk.torch.spectral: the alignment losses' cost beside the denoising loss"),
+        ),
+    ),
 )
 
 

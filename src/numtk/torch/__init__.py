@@ -19,8 +19,12 @@ Modules
 .. autosummary::
    :toctree: generated/
 
-   llep    -- least-loaded expert parallelism: an MoE layer run by a plan under torch.distributed.
-   puzzle  -- a PuzzleMoE layer packed in bf16 words as an nn.Module (compiled CPU forward).
+   llep       -- least-loaded expert parallelism: an MoE layer run by a plan under torch.distributed.
+   puzzle     -- a PuzzleMoE layer packed in bf16 words as an nn.Module (compiled CPU forward).
+   tokendrop  -- TokenDrop: token-level backpropagation skipping for fine-tuning llama-layout models.
+   moddit     -- MOD-DiT: predicted block-sparse attention from fitted line features of block maps.
+   mswt       -- multi-scale wavelet transformers: differentiable DWT/IDWT, wavelet down/up and attention.
+   spectral   -- spectral representation alignment for diffusion training (and REPA's projection loss).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import importlib
 from typing import Any
 
 # The bridge's public modules; each is imported (with torch) on first access.
-submodules = ["llep", "puzzle"]
+submodules = ["llep", "puzzle", "tokendrop", "moddit", "mswt", "spectral"]
 
 __all__ = list(submodules)
 

@@ -1,0 +1,5 @@
+"""The mswt demonstration (being written)."""
+
+
+def run(*, quick=True, out=print, plot=None):
+    raise NotImplementedError("being written")

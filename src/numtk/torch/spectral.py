@@ -1,0 +1,5 @@
+"""Placeholder of numtk.torch.spectral (being written)."""
+
+from numtk.torch import _common  # noqa: F401 - first: the ImportError that names the extra
+
+__all__: list[str] = []

@@ -1,0 +1,7 @@
+"""Fuzz cases of numtk.torch.mswt (collected by cases_torch.py; see _harness.py for the catalogue)."""
+
+import numpy as np  # noqa: F401
+
+from _harness import Case  # noqa: F401
+
+MSWT: list = []
