@@ -105,6 +105,29 @@ def test_the_command_line_offers_exactly_the_registry_demos(capsys):
     assert "{" + ",".join(sorted(_registry.demos())) + "}" in help_text
 
 
+def test_a_demo_whose_package_is_missing_is_skipped_by_the_tour_with_the_install_hint(monkeypatch, capsys):
+    # the bridge's demonstrations need torch; on the required dependencies alone the tour says how to get it
+    # and goes on, and `demo NAME` fails with the same hint (exit status 1, no traceback)
+    fake = _registry.Demo("kendall", "numtk.stats._demo:run", requires=("numtk_no_such_package",))
+    assert fake.missing() == ("numtk_no_such_package",)
+    assert _registry.Demo("x", "m:f", requires=("numpy",)).missing() == ()
+    monkeypatch.setattr(_registry, "demos", lambda: {"kendall": fake})
+    monkeypatch.setattr(cli, "DEMOS", {"kendall": fake.entry})
+    monkeypatch.setattr(cli, "_load", lambda name: pytest.fail("a demo with a missing package was imported"))
+    assert cli.main(["tour"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped: demo 'kendall' needs numtk_no_such_package" in out
+    assert re.search(r"^stats\s+kendall\s+skipped", out, re.M), out
+    assert cli.main(["demo", "kendall"]) == 1
+    assert "needs numtk_no_such_package" in capsys.readouterr().err
+
+
+def test_every_demo_that_needs_torch_says_so():
+    for name, demo in _registry.demos().items():
+        if demo.entry.startswith("numtk.torch."):
+            assert "torch" in demo.requires, name
+
+
 def test_load_refuses_a_malformed_entry():
     with pytest.raises(ValueError, match="module:function"):
         _registry.load("numtk.stats._demo")
