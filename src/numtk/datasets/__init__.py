@@ -6,7 +6,8 @@ Datasets (:mod:`numtk.datasets`)
 
 Small data shipped with numtk, with their licences and citations (``data/LICENSES.md``). The
 loaders read files inside the package: no network access, no optional dependency. The one
-exception, COMPAS, is not redistributable and is read from the user's copy.
+exception, COMPAS, is not redistributable and is read from the user's copy. The dynamical systems
+at the end are generated on demand.
 
 Simulated single-cell data
 --------------------------
@@ -42,12 +43,25 @@ Training runs for mixture and benchmark laws
 
    load_regmix       -- RegMix's proxy runs: 17-domain Pile mixtures, 13 losses, at 1M, 60M, 1B (MIT).
    load_olmo_ladder  -- OLMo ladder final checkpoints: losses, task bits-per-byte, accuracy (Apache-2.0).
+
+Chaotic dynamical systems
+-------------------------
+
+Generated, not shipped: ensembles of trajectories (NumPy only, vectorised over the batch).
+
+.. autosummary::
+   :toctree: generated/
+
+   lorenz96             -- Lorenz-96 trajectories, integrated by RK4.
+   kuramoto_sivashinsky -- Kuramoto-Sivashinsky trajectories on a periodic domain, by ETDRK4 (Kassam-Trefethen).
+   lyapunov_exponent    -- Leading Lyapunov exponents of either system by QR (Benettin) iteration.
 """
 
 from numtk.datasets._single_cell import load_krumsiek11, load_toggleswitch
 from numtk.datasets._benchmarks import load_gmm40
 from numtk.datasets._mixture_runs import load_olmo_ladder, load_regmix
 from numtk.datasets._tabular import load_adult, load_compas
+from numtk.datasets._dynamics import kuramoto_sivashinsky, lorenz96, lyapunov_exponent
 
 __all__ = ["load_krumsiek11", "load_toggleswitch", "load_adult", "load_compas", "load_gmm40",
-           "load_regmix", "load_olmo_ladder"]
+           "load_regmix", "load_olmo_ladder", "lorenz96", "kuramoto_sivashinsky", "lyapunov_exponent"]
