@@ -430,7 +430,7 @@ def kuramoto_sivashinsky(n=64, *, length=22.0, dt=0.25, steps=1000, burn_in=1000
     if not np.isfinite(out).all():
         raise _diverged("dt", "length", "u0")
     return Result(trajectory=out if batched else out[0], times=dt * save_every * np.arange(steps + 1.0),
-                  grid=length * np.arange(n) / n,
+                  grid=length * (np.arange(n) / n),
                   metadata={"system": "kuramoto_sivashinsky", "n": n, "length": length, "dt": dt,
                             "save_every": save_every, "burn_in": burn_in})
 
@@ -507,8 +507,8 @@ def lyapunov_exponent(system="lorenz96", *, n=None, forcing=8.0, length=22.0, dt
 
         exponents : ndarray of float64, shape (n_exponents,)
             The estimates (mean over the batch), largest first (in the order of the QR columns).
-        stderr : ndarray of float64, shape (n_exponents,)
-            The standard error of ``exponents`` from the spread over the batch (NaN when ``batch = 1``).
+        stderr : ndarray of float64, shape (n_exponents,), or None
+            The standard error of ``exponents`` from the spread over the batch (None when ``batch = 1``).
         samples : ndarray of float64, shape (batch, n_exponents)
             The estimate of each trajectory.
         history : ndarray of float64, shape (n_qr, n_exponents)
@@ -595,7 +595,9 @@ def lyapunov_exponent(system="lorenz96", *, n=None, forcing=8.0, length=22.0, dt
             return np.fft.irfft(state[:, 1:], n, axis=-1)
 
         def with_tangent(state, q):
-            return np.concatenate([state[:, :1], np.fft.rfft(q, axis=-1)], axis=1)
+            fq = np.fft.rfft(q, axis=-1)
+            fq[..., 0] = 0.0  # zero mean exactly: rounding would let the neutral mean mode creep in
+            return np.concatenate([state[:, :1], fq], axis=1)
     else:
         x = _l96_random_states(gen, batch, n, forcing)
         w, _ = _orthonormalise(w)
@@ -636,7 +638,7 @@ def lyapunov_exponent(system="lorenz96", *, n=None, forcing=8.0, length=22.0, dt
                 history[j] = sums.mean(axis=0) / (i * dt)
                 j += 1
     samples = sums / (steps * dt)
-    stderr = (samples.std(axis=0, ddof=1) / math.sqrt(batch)) if batch > 1 else np.full(p, np.nan)
+    stderr = (samples.std(axis=0, ddof=1) / math.sqrt(batch)) if batch > 1 else None
     meta = {"system": system, "n": n, "dt": dt, "steps": steps, "burn_in": burn_in, "qr_every": qr_every,
             "batch": batch}
     meta.update({"length": length} if ks else {"forcing": forcing})
