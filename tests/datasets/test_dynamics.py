@@ -119,8 +119,8 @@ def test_lorenz96_stays_bounded_on_the_attractor():
 # Kuramoto-Sivashinsky
 # --------------------------------------------------------------------------------------------------
 def _smooth_u0(n, length):
-    x = length * np.arange(n) / n
-    return np.cos(2 * np.pi * x / length) * (1.0 + np.sin(2 * np.pi * x / length)) + 0.3 * np.sin(6 * np.pi * x / length)
+    y = 2 * np.pi * np.arange(n) / n
+    return np.cos(y) * (1.0 + np.sin(y)) + 0.3 * np.sin(3 * y)
 
 
 def test_kuramoto_sivashinsky_matches_radau_and_is_fourth_order():
