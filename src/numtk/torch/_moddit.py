@@ -48,17 +48,27 @@ REG = 1e-5
 # --------------------------------------------------------------------------------------------------
 # argument checks
 # --------------------------------------------------------------------------------------------------
+def _finite(t: "torch.Tensor", name: str) -> None:
+    """Refuse NaN and infinity in one reduction when the sum is finite (no temporary as large as ``t``); the
+    element-wise check only when the sum is not (non-finite values, or a sum that overflows)."""
+    if t.numel() and not bool(torch.isfinite(t.sum())) and not bool(torch.isfinite(t).all()):
+        raise ValueError(f"`{name}` must be finite (it holds NaN or infinity)")
+
+
 def _qkv(q: Any, k: Any, v: Any | None) -> tuple:
     """(B, H, Lq, D), (B, H, Lk, D) and (B, H, Lk, Dv) tensors on one device, of one floating dtype."""
-    check_tensor(q, "q", ndim=4)
+    check_tensor(q, "q", ndim=4, finite=False)
+    _finite(q, "q")
     B, H, _, D = q.shape
-    check_tensor(k, "k", ndim=4)
+    check_tensor(k, "k", ndim=4, finite=False)
+    _finite(k, "k")
     if k.shape[0] != B or k.shape[1] != H or k.shape[3] != D:
         raise ValueError(f"`k` must have shape ({B}, {H}, *, {D}) to match `q` of shape {tuple(q.shape)} "
                          f"(batch, heads, length, head dim); got {tuple(k.shape)}")
     tensors = {"q": q, "k": k}
     if v is not None:
-        check_tensor(v, "v", ndim=4)
+        check_tensor(v, "v", ndim=4, finite=False)
+        _finite(v, "v")
         if v.shape[:3] != k.shape[:3]:
             raise ValueError(f"`v` must have shape ({B}, {H}, {k.shape[2]}, *) to match `k` of shape "
                              f"{tuple(k.shape)}; got {tuple(v.shape)}")
@@ -188,10 +198,12 @@ def block_sparsity_map(q: "torch.Tensor", k: "torch.Tensor", block: int, thresho
         for b0 in range(0, nq, per_block):
             b1 = min(nq, b0 + per_block)
             rows = q[:, :, b0 * block:min(b1 * block, Lq)]
-            p = torch.softmax((rows @ kt).to(out_dtype) * scale, dim=-1)
-            below = p.lt(threshold).to(out_dtype)
-            below = F.pad(below, (0, nk * block - Lk, 0, (b1 - b0) * block - below.shape[2]))
-            counts[:, :, b0:b1] = below.view(B, H, b1 - b0, block, nk, block).sum(dim=(3, 5))
+            below = torch.softmax(((rows * scale) @ kt).to(out_dtype), dim=-1).lt(threshold).view(torch.uint8)
+            pad_k, pad_q = nk * block - Lk, (b1 - b0) * block - below.shape[2]
+            if pad_k or pad_q:                     # partial blocks: padding counts as not below
+                below = F.pad(below, (0, pad_k, 0, pad_q))
+            per_row = below.view(B, H, (b1 - b0) * block, nk, block).sum(dim=-1, dtype=torch.int32)
+            counts[:, :, b0:b1] = per_row.view(B, H, b1 - b0, block, nk).sum(dim=3)
         sizes_q = _block_sizes(Lq, block, nq, q.device, out_dtype)
         sizes_k = _block_sizes(Lk, block, nk, q.device, out_dtype)
         return counts / (sizes_q[:, None] * sizes_k[None, :])
@@ -242,7 +254,9 @@ def _factor(A: "torch.Tensor") -> tuple:
         du = torch.diagonal(LU).abs()
         if bool(torch.isfinite(LU).all()) and float(du.min()) > 100 * m * eps * float(du.max()):
             return ("lu", LU, piv)
-    return ("pinv", torch.linalg.pinv(A, hermitian=True), None)
+    # the eigenvalues at rounding level are the collinear directions (with a ridge term too small to matter):
+    # dropped, which gives the minimum-norm solution
+    return ("pinv", torch.linalg.pinv(A, hermitian=True, rtol=1000 * m * eps), None)
 
 
 def _solve(kind: str, factor: "torch.Tensor", pivots: Any, rhs: "torch.Tensor") -> "torch.Tensor":
@@ -772,7 +786,9 @@ def _gathered_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor",
         pieces.append(F.scaled_dot_product_attention(Qc, Kc, Vc, attn_mask=attn_mask, scale=scale)[0])
         start += c
     if n_rows == BH * nq:
-        out = torch.cat(pieces, dim=0).index_select(0, torch.argsort(order))
+        out = torch.cat(pieces, dim=0)
+        if not bool((order[1:] > order[:-1]).all()):                    # rows were reordered by their counts
+            out = out.index_select(0, torch.argsort(order))
     else:
         out = q.new_zeros((BH * nq, block, Dv))
         if n_rows:
