@@ -407,6 +407,7 @@ def test_validation_names_the_argument(g):
         (lambda: OnlineMaskState(top_k=1, blocks_per_frame=1).update(10, torch.ones(2, 3)), ValueError,
          "`block_map`"),
         (lambda: demo(steps=0), ValueError, "`steps`"),
+        (lambda: demo(steps=12), ValueError, "`steps`"),
     ]
     for call, exc, name in cases:
         with pytest.raises(exc, match=name):

@@ -35,6 +35,8 @@ HEADS = (
 #: the demo's sizes: (frames, tokens per frame, block, top_k, steps), default and quick
 DEFAULT = dict(frames=16, tokens_per_frame=128, block=16, top_k=14, steps=42)
 QUICK = dict(frames=8, tokens_per_frame=128, block=16, top_k=8, steps=24)
+#: MOD-DiT's full-attention warm-up steps (the state's default)
+WARMUP = 12
 
 
 def planted_steps(steps: int, *, frames: int = 16, tokens_per_frame: int = 256, block: int = 32,
@@ -145,7 +147,7 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quic
     Parameters
     ----------
     steps : int, optional
-        Denoising steps (default 42; quick 24). The first sparse step is step 12.
+        Denoising steps, more than 12 (default 42; quick 24). The first sparse step is step 12.
     rng : int, numpy.random.Generator or torch.Generator, default 0
         Seeds the planted problem and the random masks.
     progress : bool, default False
@@ -189,7 +191,12 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quic
     t0 = time.perf_counter()
     quick = check_bool(quick, "quick")
     cfg = dict(QUICK if quick else DEFAULT)
-    steps = cfg["steps"] if steps is None else check_int(steps, "steps", minimum=1, maximum=10_000)
+    if steps is not None:
+        steps = check_int(steps, "steps", minimum=1, maximum=10_000)
+        if steps <= WARMUP:
+            raise ValueError(f"`steps` must be > {WARMUP}: the first {WARMUP} steps are full-attention warm-up and "
+                             f"the comparison needs a sparse step; got {steps}")
+    steps = cfg["steps"] if steps is None else steps
     progress = check_bool(progress, "progress")
     block = cfg["block"]
     bpf = cfg["tokens_per_frame"] // block
