@@ -89,8 +89,9 @@ def train(wrap: dict | None, *, steps: int, batch: int = 32, rng: int = 0, progr
     return out
 
 
-def memory_sweep(rhos=RHO_SWEEP, *, batch: int = 32, rng: int = 0) -> dict:
-    """Saved activation bytes of one training forward of the demo's model against TokenDrop's keep ratio.
+def memory_sweep(rhos=RHO_SWEEP, *, batch: int = 8, rng: int = 0) -> dict:
+    """Saved activation bytes of one training forward of the demo's model against TokenDrop's keep ratio
+    (activations grow in proportion to the batch: the ratios do not depend on it).
 
     Returns a dict: ``rho`` (the ratios), ``saved_bytes`` (TokenDrop at each), ``dropbp_bytes`` (the mean over
     ``DROPBP_DRAWS`` forwards of DropBP's layer skipping at each keep rate) and ``backprop_bytes``.
@@ -182,7 +183,7 @@ def _demo(*, steps, rng, progress, batch, variants):
     with _one_torch_thread():
         runs = {name: train(wrap, steps=steps, batch=batch, rng=rng, progress=progress, desc=name)
                 for name, wrap in variants.items()}
-        sweep = memory_sweep(batch=batch, rng=rng)
+        sweep = memory_sweep(rng=rng)
     return Result(metrics=_summary(runs, steps), history=runs, sweep=sweep, steps=steps,
                   wall_time=time.perf_counter() - t0)
 

@@ -532,10 +532,11 @@ class _Plan:
         cos, sin = position_embeddings
         cos = cos.expand(B, T, cos.shape[-1]).reshape(B * T, -1)
         sin = sin.expand(B, T, sin.shape[-1]).reshape(B * T, -1)
-        self.cos_s = cos.index_select(0, self.flat_s).view(B, k, -1)
-        self.sin_s = sin.index_select(0, self.flat_s).view(B, k, -1)
-        self.cos_u = cos.index_select(0, self.flat_u).view(B, T - k, -1)
-        self.sin_u = sin.index_select(0, self.flat_u).view(B, T - k, -1)
+        hd = cos.shape[-1]
+        self.cos_s = cos.index_select(0, self.flat_s).view(B, k, hd)
+        self.sin_s = sin.index_select(0, self.flat_s).view(B, k, hd)
+        self.cos_u = cos.index_select(0, self.flat_u).view(B, T - k, hd)
+        self.sin_u = sin.index_select(0, self.flat_u).view(B, T - k, hd)
         self.allowed_s, self.allowed_u = _query_mask(attention_mask, sel, uns, T)
 
     def matches(self, mask: "torch.Tensor", position_embeddings: tuple, attention_mask: Any) -> bool:

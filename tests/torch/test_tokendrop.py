@@ -1,0 +1,650 @@
+"""numtk.torch.tokendrop: TokenDrop's scores, nested selection, token-split block and model wrapper, the DropBP
+baseline, the saved-activation measurement, and the tiny llama.
+
+Oracles: brute-force selection by Python sorting; the dense block itself (forward values, bit for bit); a
+"masked-detach" dense recomputation written here from torch primitives (every token with autograd, the
+unselected tokens' branch outputs and keys/values detached), whose gradient is TokenDrop's by definition;
+plain backpropagation at rho = 1; transformers' LlamaForCausalLM (logits of copied weights, and the wrapper on
+it); scores from forward hooks recomputed in NumPy float64; saved bytes summed by hand.
+"""
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from numtk.torch.tokendrop import (LayerDropBlock, TinyLlamaConfig, TinyLlamaForCausalLM, TokenDropBlock,
+                                   apply_lora, copy_task, cumulative_topk, demo, keep_count, lm_loss,
+                                   residual_update_scores, saved_activation_bytes, unwrap_model, wrap_model)
+
+transformers = pytest.importorskip("transformers")
+
+F64 = torch.float64
+CFG = dict(vocab_size=40, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
+           num_key_value_heads=2)
+ALL_PROJ = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    # tiny models: on busy shared cores a second intra-op thread costs far more in synchronisation than it gains
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny(dtype=F64, lora=True, layers=4, seed=0, **kw):
+    """A tiny llama with LoRA on every projection and non-zero B matrices (so every LoRA gradient is non-zero)."""
+    model = TinyLlamaForCausalLM(TinyLlamaConfig(**{**CFG, "num_hidden_layers": layers, **kw}), rng=seed)
+    if lora:
+        apply_lora(model, r=4, targets=ALL_PROJ, rng=seed + 1)
+        randomize_lora(model, seed)
+    return model.to(dtype)
+
+
+def randomize_lora(model, seed):
+    g = torch.Generator().manual_seed(seed + 7)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("lora_B"):
+                p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * 0.05)
+
+
+def hf_model(impl="sdpa", dtype=F64, seed=0):
+    cfg = transformers.LlamaConfig(**CFG, max_position_embeddings=128, attn_implementation=impl,
+                                   rms_norm_eps=1e-6, attention_bias=False, mlp_bias=False)
+    model = transformers.LlamaForCausalLM(cfg)
+    model.load_state_dict(TinyLlamaForCausalLM(TinyLlamaConfig(**CFG), rng=seed).state_dict())
+    apply_lora(model, r=4, targets=ALL_PROJ, rng=seed + 1)
+    randomize_lora(model, seed)
+    return model.to(dtype).train()
+
+
+def lora_grads(model):
+    return [p.grad.clone() for p in model.parameters() if p.requires_grad]
+
+
+def step(model, ids, labels):
+    model.zero_grad()
+    out = model(ids)
+    logits = out if isinstance(out, torch.Tensor) else out.logits
+    lm_loss(logits, labels).backward()
+    return logits.detach(), lora_grads(model)
+
+
+def random_mask(B, T, k, gen):
+    mask = torch.zeros(B, T, dtype=torch.bool)
+    for b in range(B):
+        mask[b, torch.randperm(T, generator=gen)[:k]] = True
+    return mask
+
+
+def block_inputs(model, B=2, T=64, seed=0, dtype=F64):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, T, model.config.hidden_size, generator=g, dtype=dtype).requires_grad_()
+    return x, model.model.rotary_emb(x, torch.arange(T)[None])
+
+
+def rows_are_batch_invariant(dtype):
+    """Whether this backend's matrix products give a row the same floats in a product of 16+ rows as in the full
+    one (the only source of difference between the split and the dense block)."""
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(128, 64, generator=g, dtype=dtype)
+    w = torch.randn(96, 64, generator=g, dtype=dtype)
+    full = a @ w.T
+    return all(torch.equal(a[i:i + n] @ w.T, full[i:i + n]) for i, n in ((0, 16), (5, 37), (64, 64)))
+
+
+# --------------------------------------------------------------------------------------------------
+# scores and selection
+# --------------------------------------------------------------------------------------------------
+def test_residual_update_scores_are_norms_of_the_update(rng):
+    x_in = torch.from_numpy(rng.normal(size=(3, 5, 7)))
+    x_out = torch.from_numpy(rng.normal(size=(3, 5, 7)))
+    expected = np.linalg.norm(x_out.numpy() - x_in.numpy(), axis=-1)
+    np.testing.assert_allclose(residual_update_scores(x_in, x_out).numpy(), expected, rtol=1e-14)
+    s = residual_update_scores(x_in.requires_grad_(), x_out)
+    assert not s.requires_grad and s.dtype == F64
+
+
+def test_keep_count():
+    assert [keep_count(r, 10) for r in (0.1, 0.3, 0.25, 0.01, 1.0)] == [1, 3, 3, 1, 10]
+    assert keep_count(0.5, 0) == 0 and keep_count(0.5, 7) == 4
+    for T in range(1, 40):
+        for rho in (0.125, 0.2, 0.5, 0.7, 1.0):
+            assert keep_count(rho, T) == min(T, max(1, math.ceil(round(rho * T, 9))))
+
+
+def brute_topk(scores, k, prev=None):
+    """Per row: prev's tokens, then the others by decreasing score, ties to the earlier position."""
+    out = np.zeros(scores.shape, dtype=bool)
+    for b, row in enumerate(scores):
+        keyed = sorted(range(len(row)), key=lambda t: (not (prev is not None and prev[b, t]), -row[t], t))
+        out[b, keyed[:k]] = True
+    return out
+
+
+@pytest.mark.parametrize("rho", [0.1, 0.25, 0.5, 0.8, 1.0])
+def test_cumulative_topk_matches_brute_force_with_ties(rng, rho):
+    scores = rng.integers(0, 4, size=(6, 13)).astype(np.float64)  # many ties
+    k = keep_count(rho, 13)
+    got = cumulative_topk(torch.from_numpy(scores), rho)
+    assert np.array_equal(got.numpy(), brute_topk(scores, k))
+    assert got.sum(1).tolist() == [k] * 6
+    prev = brute_topk(rng.normal(size=(6, 13)), max(1, k // 2))
+    got = cumulative_topk(torch.from_numpy(scores), rho, prev_mask=torch.from_numpy(prev))
+    assert np.array_equal(got.numpy(), brute_topk(scores, k, prev))
+    assert np.all(got.numpy()[prev])  # nesting: the shallower set is contained
+    one = cumulative_topk(torch.from_numpy(scores[0]), rho)  # a single sequence
+    assert one.shape == (13,) and np.array_equal(one.numpy(), brute_topk(scores[:1], k)[0])
+
+
+def test_cumulative_topk_enforces_nesting():
+    scores = torch.arange(8.0).reshape(1, 8)
+    prev = torch.tensor([[True, True, True, False, False, False, False, False]])
+    assert cumulative_topk(scores, 3 / 8, prev_mask=prev).tolist() == prev.tolist()
+    with pytest.raises(ValueError, match="prev_mask.*must contain"):
+        cumulative_topk(scores, 0.25, prev_mask=prev)  # 2 places for 3 shallower tokens
+
+
+def test_selection_validation():
+    s = torch.rand(2, 5)
+    with pytest.raises(ValueError, match="`rho`"):
+        cumulative_topk(s, 0.0)
+    with pytest.raises(ValueError, match="`rho`"):
+        cumulative_topk(s, 1.5)
+    with pytest.raises(TypeError, match="`rho`"):
+        cumulative_topk(s, "half")
+    with pytest.raises(ValueError, match="`scores`"):
+        cumulative_topk(torch.rand(2, 3, 4), 0.5)
+    with pytest.raises(ValueError, match="`scores`"):
+        cumulative_topk(torch.tensor([[1.0, float("nan")]]), 0.5)
+    with pytest.raises(ValueError, match="`prev_mask`"):
+        cumulative_topk(s, 0.5, prev_mask=torch.zeros(2, 4, dtype=torch.bool))
+    with pytest.raises(TypeError, match="`prev_mask`"):
+        cumulative_topk(s, 0.5, prev_mask=torch.zeros(2, 5))
+    with pytest.raises(ValueError, match="`x_in` and `x_out`"):
+        residual_update_scores(torch.zeros(2, 3, 4), torch.zeros(2, 3, 5))
+    with pytest.raises(TypeError, match="`x_out`"):
+        residual_update_scores(torch.zeros(2, 3), np.zeros((2, 3)))
+
+
+# --------------------------------------------------------------------------------------------------
+# the block: forward values
+# --------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_exact_block_is_bit_identical_for_any_selection(dtype):
+    model = tiny(dtype, layers=1)
+    layer = model.model.layers[0]
+    x, cos_sin = block_inputs(model, dtype=dtype)
+    dense = layer(x, position_embeddings=cos_sin)
+    block = TokenDropBlock(layer, exact=True)
+    g = torch.Generator().manual_seed(1)
+    for k in (0, 1, 5, 32, 63, 64):
+        y = block(x, position_embeddings=cos_sin, token_mask=random_mask(2, 64, k, g))
+        assert torch.equal(y, dense), k
+        assert y.requires_grad
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_split_block_equals_the_dense_block(dtype):
+    """The split recomputes the block in row groups; with 16+ rows per group on a backend whose products do not
+    depend on the number of rows, it is bit-identical; in every case equal to rounding."""
+    model = tiny(dtype, layers=1)
+    layer = model.model.layers[0]
+    x, cos_sin = block_inputs(model, dtype=dtype)
+    dense = layer(x, position_embeddings=cos_sin)
+    block = TokenDropBlock(layer)
+    g = torch.Generator().manual_seed(2)
+    tol = 1e-12 if dtype == F64 else 1e-5
+    invariant = rows_are_batch_invariant(dtype)
+    for k in (1, 5, 16, 32, 48, 64):
+        y = block(x, position_embeddings=cos_sin, token_mask=random_mask(2, 64, k, g))
+        torch.testing.assert_close(y, dense, rtol=tol, atol=tol)
+        if invariant and min(k, 64 - k) in (0, 16, 32):
+            assert torch.equal(y, dense), k
+
+
+def test_wrapped_model_logits_are_the_dense_models():
+    ids, labels = copy_task(2, 65, 40, rng=0)
+    dense = tiny()(ids)
+    for rho in (0.25, 0.5, 1.0):
+        assert torch.equal(wrap_model(tiny(), rho=rho, lazy_layers=1, exact=True)(ids), dense)
+        torch.testing.assert_close(wrap_model(tiny(), rho=rho, lazy_layers=0)(ids), dense, rtol=1e-12, atol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------------
+# the block: gradients
+# --------------------------------------------------------------------------------------------------
+def test_rho_one_gives_the_gradients_of_full_backprop():
+    ids, labels = copy_task(2, 33, 40, rng=1)
+    logits0, g0 = step(tiny(), ids, labels)
+    for exact in (False, True):
+        for lazy in (0, 2):
+            logits1, g1 = step(wrap_model(tiny(), rho=1.0, lazy_layers=lazy, exact=exact), ids, labels)
+            assert torch.equal(logits1, logits0)
+            assert len(g1) == len(g0) == 4 * 7 * 2
+            for a, b in zip(g0, g1):
+                torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+
+
+def _rms(x, w, eps):
+    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
+
+
+def masked_detach_block(layer, x, cos, sin, mask):
+    """The dense block with every token under autograd, the unselected tokens' branch outputs and keys/values
+    detached: by definition the gradient TokenDrop computes (written independently of numtk's attention)."""
+    attn = layer.self_attn
+    B, T, D = x.shape
+    hd, H, Hkv = attn.head_dim, attn.num_heads, attn.num_key_value_heads
+    sel = mask[:, :, None]
+
+    def keep(t, m):  # selected: t; unselected: t detached
+        return torch.where(m, t, t.detach())
+
+    def rot(t):
+        c, s = cos[:, None], sin[:, None]
+        half = t.shape[-1] // 2
+        return t * c + torch.cat([-t[..., half:], t[..., :half]], -1) * s
+
+    h = _rms(x, layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon)
+    q = rot(attn.q_proj(h).view(B, T, H, hd).transpose(1, 2))
+    k = rot(attn.k_proj(h).view(B, T, Hkv, hd).transpose(1, 2))
+    v = attn.v_proj(h).view(B, T, Hkv, hd).transpose(1, 2)
+    m4 = mask[:, None, :, None]
+    k, v = keep(k, m4), keep(v, m4)
+    k = k.repeat_interleave(H // Hkv, dim=1)
+    v = v.repeat_interleave(H // Hkv, dim=1)
+    s = q @ k.transpose(-1, -2) / math.sqrt(hd)
+    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    a = attn.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, H * hd))
+    y = x + keep(a, sel)
+    post = layer.post_attention_layernorm
+    mlp = layer.mlp
+    hm = _rms(y, post.weight, post.variance_epsilon)
+    m = mlp.down_proj(torch.nn.functional.silu(mlp.gate_proj(hm)) * mlp.up_proj(hm))
+    return y + keep(m, sel)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_split_gradient_is_the_masked_detach_gradient(exact):
+    model = tiny(layers=1)
+    layer = model.model.layers[0]
+    x, (cos, sin) = block_inputs(model, T=24)
+    mask = random_mask(2, 24, 9, torch.Generator().manual_seed(4))
+    w = torch.randn(2, 24, 64, generator=torch.Generator().manual_seed(5), dtype=F64)
+
+    def grads(fn):
+        model.zero_grad()
+        x.grad = None
+        (fn() * w).sum().backward()
+        return [x.grad.clone()] + lora_grads(model)
+
+    block = TokenDropBlock(layer, exact=exact)
+    got = grads(lambda: block(x, position_embeddings=(cos, sin), token_mask=mask))
+    want = grads(lambda: masked_detach_block(layer, x, cos, sin, mask))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_dropped_position_sends_no_gradient_through_its_branch(exact):
+    model = tiny(layers=1)
+    layer = model.model.layers[0]
+    x, cos_sin = block_inputs(model, T=20)
+    mask = torch.ones(2, 20, dtype=torch.bool)
+    mask[:, 7] = False  # position 7 dropped in both sequences
+    out = TokenDropBlock(layer, exact=exact)(x, position_embeddings=cos_sin, token_mask=mask)
+    out[1, 7].sum().backward()  # a loss on the dropped position only
+    assert all(float(g.abs().max()) == 0.0 for g in lora_grads(model))  # nothing reaches the adapters
+    expected = torch.zeros_like(x)
+    expected[1, 7] = 1.0  # the residual connection only
+    assert torch.equal(x.grad, expected)
+
+
+def test_unselected_keys_and_values_get_no_gradient():
+    """A loss on the selected tokens reaches an unselected token only through nothing: its keys and values were
+    computed without autograd (no leak through mixed grad/no-grad attention)."""
+    model = tiny(layers=1)
+    layer = model.model.layers[0]
+    x, cos_sin = block_inputs(model, T=16)
+    mask = torch.zeros(2, 16, dtype=torch.bool)
+    mask[:, 8:] = True  # the later tokens attend over the earlier, unselected ones
+    out = TokenDropBlock(layer)(x, position_embeddings=cos_sin, token_mask=mask)
+    out[:, 8:].sum().backward()
+    assert float(x.grad[:, :8].abs().max()) == 0.0
+    assert float(x.grad[:, 8:].abs().min()) > 0.0
+
+
+# --------------------------------------------------------------------------------------------------
+# saved activations
+# --------------------------------------------------------------------------------------------------
+def test_saved_activation_bytes_counts_storages_once_and_skips_parameters():
+    w = torch.nn.Parameter(torch.randn(8, 8, dtype=F64))
+    x = torch.randn(4, 8, dtype=F64, requires_grad=True)
+
+    def fn():
+        h = x @ w  # saves x (and w: a parameter)
+        t = torch.tanh(h)  # saves its output
+        return (t * t).sum()  # saves t twice: one storage
+
+    assert saved_activation_bytes(fn) == 2 * 4 * 8 * 8
+    with torch.no_grad():
+        assert saved_activation_bytes(fn) == 0
+    assert saved_activation_bytes(lambda a, b=1: (x * a * b).sum(), 2.0, b=3) == 0  # scalars: nothing saved
+    with pytest.raises(TypeError, match="`fn`"):
+        saved_activation_bytes(5)
+
+
+def test_saved_bytes_fall_linearly_with_rho():
+    ids, labels = copy_task(4, 65, 40, rng=0)
+
+    def measure(model):
+        return saved_activation_bytes(lambda: lm_loss(model(ids), labels))
+
+    dense = measure(tiny())
+    rhos = np.array([0.125, 0.25, 0.5, 0.75, 1.0])
+    ratios = np.array([measure(wrap_model(tiny(), rho=r, lazy_layers=0)) / dense for r in rhos])
+    assert ratios[-1] == 1.0 and np.all(np.diff(ratios) > 0)
+    slope, icpt = np.polyfit(rhos, ratios, 1)
+    assert np.max(np.abs(icpt + slope * rhos - ratios)) < 0.02  # linear in rho
+    assert 0.75 < slope < 1.0 and ratios[0] < 0.35  # most of the saved memory scales with rho
+    exact = [measure(wrap_model(tiny(), rho=r, lazy_layers=0, exact=True)) / dense for r in rhos]
+    np.testing.assert_allclose(exact, ratios, rtol=1e-12)  # the exact forward saves nothing more
+    lazy = measure(wrap_model(tiny(), rho=0.25, lazy_layers=1)) / dense  # block 0 dense
+    assert ratios[1] < lazy < ratios[1] + 0.3
+
+
+def test_the_detach_pitfall_saves_nothing():
+    """DropBP's x + f(x).detach() after a grad-mode forward saves every tensor of f; under no_grad nothing."""
+    ids, labels = copy_task(2, 33, 40, rng=0)
+
+    def measure(model):
+        return saved_activation_bytes(lambda: lm_loss(model(ids), labels))
+
+    dense = measure(tiny())
+    # rho tiny: every block dropped (the first draw of this generator is far above 1e-9)
+    detached = wrap_model(tiny(), rho=1e-9, mode="layerdrop", rng=0)
+    for b in detached.model.layers:
+        b.skip = "detach"
+    assert measure(detached) == dense
+    skipped = measure(wrap_model(tiny(), rho=1e-9, mode="layerdrop", rng=0))
+    assert skipped < 0.05 * dense  # the embeddings' indices and the head's input remain
+    manual = tiny()
+    layer = manual.model.layers[0]
+    x, cos_sin = block_inputs(manual, T=16)
+    pitfall = saved_activation_bytes(lambda: x + (layer(x, position_embeddings=cos_sin) - x).detach())
+    assert pitfall == saved_activation_bytes(lambda: layer(x, position_embeddings=cos_sin)) > 0
+
+
+def test_layer_drop_block_values_and_gradients():
+    model = tiny(layers=1)
+    layer = model.model.layers[0]
+    x, cos_sin = block_inputs(model, T=12)
+    dense = layer(x, position_embeddings=cos_sin)
+    for skip in ("no_grad", "detach"):
+        block = LayerDropBlock(layer, rho=1e-9, skip=skip, rng=0)
+        x.grad = None
+        model.zero_grad()
+        y = block(x, position_embeddings=cos_sin)
+        assert block.last_kept is False and torch.equal(y, dense)
+        y.sum().backward()
+        assert torch.equal(x.grad, torch.ones_like(x))  # the residual connection only
+        assert all(p.grad is None for p in model.parameters())
+    kept = LayerDropBlock(layer, rho=1.0, rng=0)
+    assert torch.equal(kept(x, position_embeddings=cos_sin), dense) and kept.last_kept
+    draws = LayerDropBlock(layer, rho=0.5, rng=3)
+    kept = []
+    for _ in range(400):
+        draws(x, position_embeddings=cos_sin)
+        kept.append(draws.last_kept)
+    assert 0.4 < np.mean(kept) < 0.6
+    with pytest.raises(ValueError, match="`skip`"):
+        LayerDropBlock(layer, skip="free")
+
+
+# --------------------------------------------------------------------------------------------------
+# the model wrapper: scores, lazy selection, nesting
+# --------------------------------------------------------------------------------------------------
+def test_scores_equal_the_residual_updates_seen_by_hooks():
+    ids, _ = copy_task(3, 33, 40, rng=2)
+    plain = tiny()
+    seen = []
+    hooks = [layer.register_forward_hook(lambda m, args, kw, out: seen.append((kw.get("hidden_states", args[0] if
+                                                                                        args else None), out)),
+                                         with_kwargs=True) for layer in plain.model.layers]
+    plain(ids)
+    for h in hooks:
+        h.remove()
+    oracle = [np.linalg.norm(o.detach().numpy() - i.detach().numpy(), axis=-1) for i, o in seen]
+    model = wrap_model(tiny(), rho=0.25, lazy_layers=2, exact=True)
+    model(ids)
+    for block, s in zip(model.model.layers, oracle):
+        np.testing.assert_allclose(block.last_scores.numpy(), s, rtol=1e-12)
+    masks = [b.last_mask for b in model.model.layers]
+    assert masks[0] is None and masks[1] is None  # the lazy blocks run dense
+    want = brute_topk(oracle[0] + oracle[1], keep_count(0.25, 33))  # the cumulative scores of the lazy blocks
+    for m in masks[2:]:
+        assert np.array_equal(m.numpy(), want)
+
+
+def test_first_selecting_block_scores_itself_without_lazy_blocks():
+    ids, _ = copy_task(2, 33, 40, rng=3)
+    plain = tiny()
+    x0 = plain.model.embed_tokens(ids)
+    cos_sin = plain.model.rotary_emb(x0, torch.arange(33)[None])
+    own = residual_update_scores(x0, plain.model.layers[0](x0, position_embeddings=cos_sin))
+    model = wrap_model(tiny(), rho=0.5, lazy_layers=0)
+    model(ids)
+    assert np.array_equal(model.model.layers[0].last_mask.numpy(), brute_topk(own.detach().numpy(), 17))
+
+
+def test_growing_keep_ratios_give_nested_sets():
+    ids, _ = copy_task(2, 41, 40, rng=4)
+    rhos = [1.0, 0.25, 0.5, 0.5, 0.75, 1.0]
+    model = wrap_model(tiny(layers=6), rho=rhos, lazy_layers=1)
+    model(ids)
+    masks = [b.last_mask for b in model.model.layers[1:]]
+    assert [int(m[0].sum()) for m in masks] == [keep_count(r, 41) for r in rhos[1:]]
+    for shallow, deep in zip(masks, masks[1:]):
+        assert bool((deep | ~shallow).all())  # shallow is a subset of deep
+    with pytest.raises(ValueError, match="`rho` must not decrease"):
+        wrap_model(tiny(layers=3), rho=[0.5, 0.5, 0.25], lazy_layers=0)
+
+
+def test_wrap_and_unwrap_keep_the_state_dict():
+    model = tiny(layers=2)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    wrap_model(model, rho=0.5)
+    assert isinstance(model.model.layers[0], TokenDropBlock)
+    after = model.state_dict()
+    assert list(after) == list(before) and all(torch.equal(after[k], before[k]) for k in before)
+    fresh = wrap_model(tiny(layers=2, seed=9), rho=0.5)
+    fresh.load_state_dict(before)
+    assert all(torch.equal(fresh.state_dict()[k], before[k]) for k in before)
+    with pytest.raises(ValueError, match="already wrapped"):
+        wrap_model(model)
+    unwrap_model(model)
+    assert type(model.model.layers[0]).__name__ == "TinyLlamaDecoderLayer"
+    assert unwrap_model(model) is model
+
+
+def test_blocks_run_dense_outside_training():
+    ids, _ = copy_task(2, 17, 40, rng=5)
+    dense = tiny()(ids)
+    model = wrap_model(tiny(), rho=0.25, lazy_layers=0)
+    with torch.no_grad():
+        assert torch.equal(model(ids), dense)
+    assert all(b.last_mask is None for b in model.model.layers)
+    model.eval()
+    assert torch.equal(model(ids), dense)
+    assert all(b.last_mask is None for b in model.model.layers)
+
+
+def test_wrapper_validation():
+    model = tiny(layers=2)
+    with pytest.raises(TypeError, match="`model`"):
+        wrap_model("llama")
+    with pytest.raises(ValueError, match="`model`"):
+        wrap_model(torch.nn.Linear(3, 3))
+    with pytest.raises(ValueError, match="`mode`"):
+        wrap_model(model, mode="dropout")
+    with pytest.raises(ValueError, match="`rho`"):
+        wrap_model(model, rho=[0.5])
+    with pytest.raises(ValueError, match="`rho`"):
+        wrap_model(model, rho=-0.5)
+    with pytest.raises(ValueError, match="`lazy_layers`"):
+        wrap_model(model, lazy_layers=-1)
+    with pytest.raises(ValueError, match="`block`"):
+        TokenDropBlock(torch.nn.Linear(3, 3))
+    with pytest.raises(TypeError, match="`exact`"):
+        TokenDropBlock(model.model.layers[0], exact="yes")
+    block = TokenDropBlock(model.model.layers[0])
+    x, cos_sin = block_inputs(model, T=8)
+    with pytest.raises(ValueError, match="`hidden_states`"):
+        block(x[0], position_embeddings=cos_sin)
+    with pytest.raises(ValueError, match="`token_mask`"):
+        block(x, position_embeddings=cos_sin, token_mask=torch.ones(2, 7, dtype=torch.bool))
+    uneven = torch.zeros(2, 8, dtype=torch.bool)
+    uneven[0, :3] = True
+    uneven[1, :2] = True
+    with pytest.raises(ValueError, match="`token_mask` must select the same number"):
+        block(x, position_embeddings=cos_sin, token_mask=uneven)
+    with pytest.raises(ValueError, match="position_embeddings"):
+        block(x)
+
+
+# --------------------------------------------------------------------------------------------------
+# transformers' LlamaForCausalLM
+# --------------------------------------------------------------------------------------------------
+def test_tiny_llama_matches_transformers():
+    ids = torch.randint(0, 40, (2, 19), generator=torch.Generator().manual_seed(0))
+    for tie in (False, True):
+        ours = TinyLlamaForCausalLM(TinyLlamaConfig(**CFG, rope_theta=500.0, tie_word_embeddings=tie), rng=1)
+        cfg = transformers.LlamaConfig(**CFG, rope_theta=500.0, tie_word_embeddings=tie, rms_norm_eps=1e-6,
+                                       max_position_embeddings=64, attn_implementation="eager")
+        theirs = transformers.LlamaForCausalLM(cfg)
+        theirs.load_state_dict(ours.state_dict())
+        # float32: the same operations; float64: transformers keeps RMSNorm, RoPE and softmax in float32
+        torch.testing.assert_close(ours(ids), theirs(ids).logits, rtol=1e-5, atol=1e-6)
+        ours, theirs = ours.double(), theirs.double()
+        torch.testing.assert_close(ours(ids), theirs(ids).logits, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+def test_wrap_model_on_transformers_llama(impl):
+    ids, labels = copy_task(2, 33, 40, rng=6)
+    logits0, g0 = step(hf_model(impl), ids, labels)
+    logits1, g1 = step(wrap_model(hf_model(impl), rho=1.0), ids, labels)
+    assert torch.equal(logits1, logits0)
+    for a, b in zip(g0, g1):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+    model = wrap_model(hf_model(impl), rho=0.5, exact=True)
+    logits2, _ = step(model, ids, labels)
+    assert torch.equal(logits2, logits0)
+    assert [None if b.last_mask is None else int(b.last_mask[0].sum()) for b in model.model.layers] == \
+        [None, 17, 17, 17]
+    model = wrap_model(hf_model(impl), rho=0.5)
+    out = model(ids)
+    torch.testing.assert_close(out.logits, logits0, rtol=1e-6, atol=1e-6)  # eager's float32 softmax
+    assert out.past_key_values.get_seq_length() == 33  # the cache the dense model would fill
+    # the split's gradient is the masked-detach one (checked above on the tiny block); here only its presence
+    lm_loss(out.logits, labels).backward()
+    assert all(g is not None for g in lora_grads(model))
+
+
+def test_transformers_padding_mask():
+    ids, labels = copy_task(2, 33, 40, rng=7)
+    pad = torch.ones(2, 33, dtype=torch.long)
+    pad[1, :5] = 0
+    dense = hf_model()(ids, attention_mask=pad).logits
+    exact = wrap_model(hf_model(), rho=0.5, exact=True)(ids, attention_mask=pad).logits
+    split = wrap_model(hf_model(), rho=0.5)(ids, attention_mask=pad).logits
+    assert torch.equal(exact, dense)
+    torch.testing.assert_close(split[:, 5:], dense[:, 5:], rtol=1e-12, atol=1e-12)
+
+
+# --------------------------------------------------------------------------------------------------
+# LoRA, the copy task, the loss
+# --------------------------------------------------------------------------------------------------
+def test_apply_lora():
+    model = TinyLlamaForCausalLM(TinyLlamaConfig(**CFG), rng=0).double()
+    ids = torch.randint(0, 40, (2, 9), generator=torch.Generator().manual_seed(1))
+    before = model(ids)
+    apply_lora(model, r=3, alpha=6.0, rng=0)
+    assert torch.equal(model(ids), before)  # B starts at zero
+    trainable = [n for n, p in model.named_parameters() if p.requires_grad]
+    assert len(trainable) == 4 * 2 * 2 and all(n.endswith(("lora_A", "lora_B")) for n in trainable)
+    q = model.model.layers[1].self_attn.q_proj
+    with torch.no_grad():
+        q.lora_B.normal_()
+    x = torch.randn(5, 64, dtype=F64)
+    torch.testing.assert_close(q(x), x @ q.weight.T + 2.0 * (x @ q.lora_A.T) @ q.lora_B.T)
+    with pytest.raises(ValueError, match="already has LoRA"):
+        apply_lora(model, rng=0)
+    with pytest.raises(ValueError, match="`targets`"):
+        apply_lora(TinyLlamaForCausalLM(TinyLlamaConfig(**CFG), rng=0), targets=("w_q",))
+    with pytest.raises(ValueError, match="`r`"):
+        apply_lora(TinyLlamaForCausalLM(TinyLlamaConfig(**CFG), rng=0), r=0)
+
+
+def test_copy_task_and_loss(rng):
+    ids, labels = copy_task(5, 12, 9, rng=rng)
+    m, n = 6, 5
+    assert ids.shape == labels.shape == (5, 12) and ids.dtype == torch.int64
+    assert torch.equal(ids[:, m + 1:], ids[:, :n]) and bool((ids[:, m] == 0).all())
+    assert bool((ids[:, :m] >= 1).all() and (ids[:, :m] < 9).all())
+    assert bool((labels[:, :m + 1] == -100).all()) and torch.equal(labels[:, m + 1:], ids[:, m + 1:])
+    a, _ = copy_task(2, 7, 9, rng=3)
+    b, _ = copy_task(2, 7, 9, rng=3)
+    assert torch.equal(a, b)
+    logits = torch.from_numpy(rng.normal(size=(5, 12, 9)))
+    lp = torch.log_softmax(logits, -1).numpy()
+    want = [-lp[b, t - 1, int(ids[b, t])] for b in range(5) for t in range(m + 1, 12)]
+    assert math.isclose(float(lm_loss(logits, labels)), np.mean(want), rel_tol=1e-12)
+    assert math.isclose(float(lm_loss(logits, labels, reduction="sum")), np.sum(want), rel_tol=1e-12)
+    assert lm_loss(logits, labels, reduction="none").shape == (5, 11)
+    with pytest.raises(ValueError, match="`length`"):
+        copy_task(2, 2, 9)
+    with pytest.raises(ValueError, match="`vocab`"):
+        copy_task(2, 9, 1)
+    with pytest.raises(ValueError, match="`labels`"):
+        lm_loss(logits, labels + 20)
+    with pytest.raises(ValueError, match="`reduction`"):
+        lm_loss(logits, labels, reduction="avg")
+
+
+def test_config_validation():
+    cfg = TinyLlamaConfig(hidden_size=48, num_attention_heads=6, num_key_value_heads=3)
+    assert (cfg.head_dim, cfg.num_key_value_heads) == (8, 3)
+    with pytest.raises(ValueError, match="`num_key_value_heads`"):
+        TinyLlamaConfig(num_attention_heads=4, num_key_value_heads=3)
+    with pytest.raises(ValueError, match="`head_dim`"):
+        TinyLlamaConfig(hidden_size=12, num_attention_heads=4)
+    with pytest.raises(TypeError, match="`tie_word_embeddings`"):
+        TinyLlamaConfig(tie_word_embeddings=1)
+    with pytest.raises(TypeError, match="`config`"):
+        TinyLlamaForCausalLM({"hidden_size": 8})
+    model = TinyLlamaForCausalLM(TinyLlamaConfig(num_hidden_layers=1), rng=0)
+    with pytest.raises(ValueError, match="`input_ids`"):
+        model(torch.tensor([[0, 32]]))
+    with pytest.raises(TypeError, match="`input_ids`"):
+        model(torch.zeros(1, 3))
+
+
+# --------------------------------------------------------------------------------------------------
+# the demonstration
+# --------------------------------------------------------------------------------------------------
+def test_demo_orderings():
+    res = demo(steps=4, rng=0)
+    m = res.metrics
+    assert m["backprop"]["memory_ratio"] == 1.0
+    assert m["TokenDrop rho=0.25"]["memory_ratio"] < m["TokenDrop rho=0.5"]["memory_ratio"] < 0.85
+    assert all(len(h["loss"]) == 4 and h["loss"][-1] < h["loss"][0] + 0.5 for h in res.history.values())
+    sweep = np.asarray(res.sweep["saved_bytes"]) / res.sweep["backprop_bytes"]
+    assert np.all(np.diff(sweep) > 0) and sweep[-1] == 1.0
+    assert res.wall_time > 0 and res.steps == 4
