@@ -111,6 +111,11 @@ def _camel(demo, path: str) -> None:
     demo.plot_world(demo.planted_world(quick=True), path)
 
 
+def _moddit(demo, path: str) -> None:
+    # the demo at its quick setting (8 frames: a 64 x 64 block map, 24 steps), as the tour runs it
+    demo.run(quick=True, out=_silent, plot=path)
+
+
 @dataclass(frozen=True)
 class DemoFigure:
     """How the docs draw one demo's figure."""
@@ -149,6 +154,10 @@ FIGURES: dict[str, DemoFigure] = {
                         "from 1.2e7 to 1.5e8 with log-normal noise 1e-3, each law fitted with 8 starts, as "
                         "``python -m numtk demo camel --plot FILE`` draws it; ``--full`` fits 40 mixtures with 32 "
                         "starts"),
+    "moddit": DemoFigure(_moddit, ("run",),
+                         "the quick setting of the demo (8 frames of 128 tokens in blocks of 16: a 64 x 64 block map, "
+                         "24 steps, top_k 8), as ``python -m numtk demo moddit --plot FILE`` draws it; ``--full`` "
+                         "runs 16 frames (a 128 x 128 map) and 42 steps"),
 }
 
 

@@ -36,7 +36,7 @@ __all__ = ["block_sparsity_map", "lines_design_gram", "lines_rhs", "fit_line_fea
 
 #: elements of the gathered keys of one chunk of block_sparse_attention (CPU: cache-sized chunks); on other
 #: devices the chunks are larger (fewer launches)
-_GATHER_ELEMENTS = {"cpu": 1 << 21}
+_GATHER_ELEMENTS = {"cpu": 1 << 23}
 _GATHER_ELEMENTS_OTHER = 1 << 27
 #: elements of the (rows x keys) probabilities of one chunk of block_sparsity_map / masked_dense_attention
 _SCORE_ELEMENTS = 1 << 23
