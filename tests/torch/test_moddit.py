@@ -261,6 +261,16 @@ def test_block_sparse_attention_equals_masked_dense_attention(g, Lq, Lk, block, 
         assert not bool(out[..., :block, :].any())
 
 
+@pytest.mark.parametrize("budget", [1, 2000, 1 << 23])
+def test_chunking_and_padding_do_not_change_the_result(g, monkeypatch, budget):
+    # one row per chunk, a few rows per chunk (padded to the chunk's largest count), everything at once
+    monkeypatch.setitem(_moddit._GATHER_ELEMENTS, "cpu", budget)
+    q, k, v = randn(1, 2, 45, 4, g=g), randn(1, 2, 45, 4, g=g), randn(1, 2, 45, 4, g=g)
+    mask = torch.rand(2, 6, 6, generator=g) < torch.linspace(0.1, 0.9, 6)[:, None]   # 0 to 6 blocks per row
+    out = block_sparse_attention(q, k, v, mask, 8)
+    np.testing.assert_allclose(out.numpy(), masked_dense_attention(q, k, v, mask, 8).numpy(), rtol=0, atol=1e-13)
+
+
 def test_all_true_mask_is_dense_attention(g):
     q, k, v = randn(2, 2, 40, 8, g=g), randn(2, 2, 40, 8, g=g), randn(2, 2, 40, 8, g=g)
     full = torch.ones(5, 5, dtype=torch.bool)

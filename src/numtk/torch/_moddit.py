@@ -19,6 +19,7 @@ A *line* is one of the first ``3n - 1`` features (a diagonal or a column); line 
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 from typing import Any, Sequence
@@ -764,11 +765,14 @@ def _gathered_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor",
     if partial_key:
         key_ok = (torch.arange(nk * block, device=q.device) < Lk).view(nk, block)
     budget = _GATHER_ELEMENTS.get(q.device.type, _GATHER_ELEMENTS_OTHER)
+    descending = [-c for c in counts_sorted]                               # ascending, for bisect
     pieces = []
     start = 0
     while start < n_rows:
         kmax = counts_sorted[start]
         c = max(1, min(n_rows - start, budget // (kmax * block * D)))
+        # a chunk stops where its rows would be padded by more than an eighth of its largest count
+        c = min(c, max(1, bisect.bisect_right(descending, -(kmax - kmax // 8)) - start))
         rows = order[start:start + c]
         local = kept[rows, :kmax]                                           # (c, kmax) key blocks of each row
         glob = local + torch.div(rows, nq, rounding_mode="floor")[:, None] * nk
