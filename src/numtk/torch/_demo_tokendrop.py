@@ -114,6 +114,17 @@ def memory_sweep(rhos=RHO_SWEEP, *, batch: int = 8, rng: int = 0) -> dict:
     return {"rho": list(rhos), "saved_bytes": td, "dropbp_bytes": drop, "backprop_bytes": plain}
 
 
+def _seed(rng: Any) -> int:
+    """An int seed from the ``rng`` keyword (an int itself, else drawn from it)."""
+    import numbers
+
+    from numtk.torch._common import torch_generator
+
+    if isinstance(rng, numbers.Integral) and not isinstance(rng, (bool, np.bool_)) and 0 <= int(rng) < 2**62:
+        return int(rng)
+    return int(torch_generator(rng).initial_seed() % 2**62)
+
+
 @contextlib.contextmanager
 def _one_torch_thread():
     """torch on one intra-op thread for the duration (restored after): the demo's model is so small that a
@@ -147,16 +158,17 @@ def _summary(runs: dict, steps: int) -> dict:
     return metrics
 
 
-@constraints(steps=("count", "option"), rng="int>=0", progress="bool")
-def demo(*, steps: int | None = None, rng: int = 0, progress: bool = False):
+@constraints(steps="count", rng="rng", progress="bool")
+def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False):
     """Train the tiny model on the copy task with plain backpropagation, TokenDrop and DropBP's layer skipping.
 
     Parameters
     ----------
     steps : int, optional
         Training steps per run (default 120).
-    rng : int, default 0
-        Seed of the weights (shared by the runs) and of the batches.
+    rng : None, int, numpy.random.Generator or torch.Generator, default 0
+        Seeds the weights (shared by the runs) and the batches; an int ``s`` seeds the weights with ``s`` and the
+        batches with ``s + 1``.
     progress : bool, default False
         Show a progress bar per run.
 
@@ -177,7 +189,7 @@ def _demo(*, steps, rng, progress, batch, variants):
     from numtk._lib._validation import check_bool, check_int
 
     steps = 120 if steps is None else check_int(steps, "steps", minimum=1, maximum=10**6)
-    rng = check_int(rng, "rng", minimum=0, maximum=2**62)
+    rng = _seed(rng)
     progress = check_bool(progress, "progress")
     t0 = time.perf_counter()
     with _one_torch_thread():

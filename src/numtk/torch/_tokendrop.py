@@ -103,7 +103,7 @@ def keep_count(rho: float, length: int) -> int:
     (1, 4, 1, 10)
     """
     rho = _check_rho(rho)
-    length = check_int(length, "length", minimum=0)
+    length = check_int(length, "length", minimum=0, maximum=2**31 - 1)
     if length == 0:
         return 0
     return min(length, max(1, math.ceil(round(rho * length, 9))))
@@ -160,7 +160,10 @@ def cumulative_topk(scores: "torch.Tensor", rho: float, prev_mask: "torch.Tensor
     k = keep_count(rho, T)
     key = scores.detach()
     if prev_mask is not None:
-        check_tensor(prev_mask, "prev_mask", shape=tuple(scores.shape), dtype=torch.bool, finite=False)
+        check_tensor(prev_mask, "prev_mask", dtype=torch.bool, finite=False)
+        if prev_mask.shape != scores.shape:
+            raise ValueError(f"`prev_mask` must have the shape of `scores` {tuple(scores.shape)}; got "
+                             f"{tuple(prev_mask.shape)}")
         if prev_mask.device != scores.device:
             raise ValueError(f"`prev_mask` must be on the device of `scores` ({scores.device}); got "
                              f"{prev_mask.device}")
@@ -798,12 +801,15 @@ def wrap_model(model: "nn.Module", rho: Any = 0.5, lazy_layers: int | None = Non
     layers = _decoder_layers(model)
     mode = check_option(mode, "mode", _MODES)
     exact = check_bool(exact, "exact")
+    gen = torch_generator(rng)  # checked whatever the mode
     L = len(layers)
     if any(isinstance(b, (TokenDropBlock, LayerDropBlock)) for b in layers):
         raise ValueError("`model` is already wrapped; call unwrap_model(model) first")
     if lazy_layers is None:
         lazy_layers = L // 4 if mode == "tokendrop" else 0
     lazy_layers = check_int(lazy_layers, "lazy_layers", minimum=0, maximum=2**31 - 1)
+    if lazy_layers > L:
+        raise ValueError(f"`lazy_layers` must be at most the number of decoder blocks ({L}); got {lazy_layers}")
     rhos = _per_layer(rho, L)
     if mode == "tokendrop":
         for i, b in enumerate(layers):
@@ -819,7 +825,6 @@ def wrap_model(model: "nn.Module", rho: Any = 0.5, lazy_layers: int | None = Non
             wrapper._state = state
             layers[i] = wrapper
     else:
-        gen = torch_generator(rng)
         for i in range(L):
             wrapper = LayerDropBlock(layers[i], rho=1.0 if i < lazy_layers else rhos[i])
             wrapper._gen = gen
