@@ -186,7 +186,8 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quic
     from numtk._lib import progress_bar
     from numtk._lib._validation import check_bool, check_int
     from numtk.torch._common import torch_generator
-    from numtk.torch.moddit import OnlineMaskState, block_sparse_attention, extrapolate_and_select, lines_map
+    # the public functions, from their room (numtk.torch.moddit re-exports this module's demo: no cycle)
+    from numtk.torch._moddit import OnlineMaskState, block_sparse_attention, extrapolate_and_select, lines_map
 
     t0 = time.perf_counter()
     quick = check_bool(quick, "quick")
