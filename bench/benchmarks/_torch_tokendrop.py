@@ -3,7 +3,7 @@ training-step time of TokenDrop against plain backpropagation and DropBP's layer
 
 The problem: a llama-layout model (:class:`~numtk.torch.tokendrop.TinyLlamaForCausalLM`: width 256, 8 query and
 4 key/value heads of 32, SwiGLU MLP 688, vocabulary 256) with LoRA (rank 8, alpha 16) on ``q_proj`` and
-``v_proj``, the base frozen, trained on a copy-task batch: 8 blocks, 4 sequences of 512 tokens (``--quick``: 4
+``v_proj``, the base frozen, trained on a copy-task batch: 8 blocks, 2 sequences of 512 tokens (``--quick``: 4
 blocks, 2 x 256). One step is the forward pass, the loss, the backward pass and ``zero_grad`` (no optimizer
 update: it is the same for every contestant).
 
@@ -35,7 +35,7 @@ from benchmarks._timing import interleaved
 __all__ = ["compare", "make_model", "CONTESTANTS", "SIZES"]
 
 #: (blocks, batch, sequence length): full and --quick
-SIZES = {"full": (8, 4, 512), "quick": (4, 2, 256)}
+SIZES = {"full": (8, 2, 512), "quick": (4, 2, 256)}
 #: name -> wrap_model keywords (None: plain backpropagation); the DropBP ``detach`` row sets skip afterwards
 CONTESTANTS = {
     "backprop": None,

@@ -340,6 +340,26 @@ def test_saved_activation_bytes_counts_storages_once_and_skips_parameters():
         saved_activation_bytes(5)
 
 
+def test_saved_activation_bytes_frees_the_graph_and_keeps_backward():
+    import weakref
+
+    x = torch.randn(50, 40, dtype=F64, requires_grad=True)
+    refs = []
+
+    def fn():
+        h = torch.tanh(x)  # tanh saves its own output: the case that can close a reference cycle
+        refs.append(weakref.ref(h))
+        return (h * h).sum()
+
+    assert saved_activation_bytes(fn) == 50 * 40 * 8
+    assert refs[0]() is None  # the graph, and what it saved, is gone once nothing refers to it
+    held = {}
+    saved_activation_bytes(lambda: held.setdefault("loss", fn()))
+    held["loss"].backward()
+    want = 2 * torch.tanh(x) * (1 - torch.tanh(x) ** 2)
+    torch.testing.assert_close(x.grad, want, rtol=1e-14, atol=0)
+
+
 def test_saved_bytes_fall_linearly_with_rho():
     ids, labels = copy_task(4, 65, 40, rng=0)
 

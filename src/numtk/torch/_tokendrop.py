@@ -867,6 +867,10 @@ def saved_activation_bytes(fn: Callable, *args: Any, **kwargs: Any) -> int:
     count includes tensors saved by a graph that is freed before ``fn`` returns (a branch computed with
     autograd and then detached): they were saved, and held memory, during the forward.
 
+    The graph built inside ``fn`` stays usable: ``fn`` may return the loss and the caller call ``backward`` on
+    it, with the same first-order gradients. (Each saved tensor is kept as a detached alias of itself, so a
+    second-order backward, ``create_graph=True``, does not see through the saved tensors.)
+
     Parameters
     ----------
     fn : callable
@@ -896,14 +900,17 @@ def saved_activation_bytes(fn: Callable, *args: Any, **kwargs: Any) -> int:
     seen: dict = {}
 
     def pack(t: "torch.Tensor") -> "torch.Tensor":
+        # a detached alias is saved: returning ``t`` itself would tie an op's saved output to its own grad_fn in a
+        # reference cycle that Python's collector cannot see (the graph, and its memory, would never be freed)
+        alias = t.detach()
         base = t._base if t._base is not None else t
         if isinstance(base, nn.Parameter) or isinstance(t, nn.Parameter):
-            return t
+            return alias
         storage = t.untyped_storage()
         key = (str(t.device), storage.data_ptr())
         if key not in seen:
-            seen[key] = (storage.nbytes(), t)  # held until the end: no address is reused while counting
-        return t
+            seen[key] = (storage.nbytes(), alias)  # held until the end: no address is reused while counting
+        return alias
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         fn(*args, **kwargs)
