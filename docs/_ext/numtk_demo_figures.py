@@ -157,7 +157,7 @@ FIGURES: dict[str, DemoFigure] = {
     "moddit": DemoFigure(_moddit, ("run",),
                          "the quick setting of the demo (8 frames of 128 tokens in blocks of 16: a 64 x 64 block map, "
                          "24 steps, top_k 8), as ``python -m numtk demo moddit --plot FILE`` draws it; ``--full`` "
-                         "runs 16 frames (a 128 x 128 map) and 42 steps"),
+                         "runs 12 frames (a 96 x 96 map) and 42 steps"),
 }
 
 

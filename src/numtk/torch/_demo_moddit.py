@@ -33,7 +33,7 @@ HEADS = (
     dict(local=9.0, spatial=7.0, sink=7.0, frame=3.0, noise=1.5),
 )
 #: the demo's sizes: (frames, tokens per frame, block, top_k, steps), default and quick
-DEFAULT = dict(frames=16, tokens_per_frame=128, block=16, top_k=14, steps=42)
+DEFAULT = dict(frames=12, tokens_per_frame=128, block=16, top_k=12, steps=42)
 QUICK = dict(frames=8, tokens_per_frame=128, block=16, top_k=8, steps=24)
 #: MOD-DiT's full-attention warm-up steps (the state's default)
 WARMUP = 12
@@ -137,10 +137,10 @@ def _rel_error(out: Any, ref: Any) -> Any:
 def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quick: bool = False) -> Result:
     """MOD-DiT on planted structured attention: its predicted masks against random and static masks.
 
-    Runs :func:`planted_steps` (4 heads; 16 frames of 128 tokens in blocks of 16: L = 2048, a 128 x 128 block
+    Runs :func:`planted_steps` (4 heads; 12 frames of 128 tokens in blocks of 16: L = 1536, a 96 x 96 block
     map, 8 blocks per frame; ``quick``: 8 frames, a 64 x 64 map) through
     :class:`~numtk.torch.moddit.OnlineMaskState` with the paper's schedule (12 full-attention warm-up steps,
-    intervals of 10) and ``top_k`` 14 lines (quick: 8). At every sparse step the attention output under three
+    intervals of 10) and ``top_k`` 12 lines (quick: 8). At every sparse step the attention output under three
     masks is compared with the dense output: MOD-DiT's current mask, a random mask and a static band mask (the
     blocks nearest the diagonal), the latter two with the same number of kept blocks per head as MOD-DiT's.
 
@@ -163,7 +163,8 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quic
             ``||out - dense|| / ||dense||`` over sparse steps and heads), ``max_error`` and ``sparsity`` (mean
             fraction of skipped blocks); and ``n`` (blocks per side), ``dense_steps``, ``sparse_steps``,
             ``seconds_sparse`` and ``seconds_dense`` (mean seconds of one attention call of MOD-DiT's state at a
-            sparse step and at a full-attention step, block map included).
+            sparse step and at a full-attention step, block map included), ``seconds_sdpa`` (mean seconds of
+            dense SDPA at the sparse steps).
         history : dict of lists
             ``step`` (the sparse steps), ``sparsity`` of MOD-DiT's mask there, and per mask the relative error
             (mean over heads).
@@ -206,7 +207,7 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quic
     history: dict[str, list] = {"step": [], "sparsity": [], "moddit": [], "static": [], "random": []}
     errors = {key: [] for key in ("moddit", "static", "random")}
     sparsity = {key: [] for key in errors}
-    t_sparse, t_dense = [], []
+    t_sparse, t_dense, t_sdpa = [], [], []
     maps = None
     dense = state.dense_steps(steps)
     g = torch_generator(rng)   # the planted problem draws from it before its first step, the random masks after
@@ -223,7 +224,9 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quic
                             predicted=lines_map(sel.predicted, bpf).numpy(), mask=state.mask.numpy(), step=step)
             continue
         t_sparse.append(elapsed)
+        s0 = time.perf_counter()
         ref = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        t_sdpa.append(time.perf_counter() - s0)
         kept = state.mask.sum(dim=(-2, -1))
         masks = {"moddit": state.mask, "static": band_mask(n, kept),
                  "random": random_mask(n, kept, rng=g)}
@@ -237,7 +240,8 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quic
             history[key].append(float(e.mean()))
     metrics: dict[str, Any] = {"n": n, "dense_steps": len(t_dense), "sparse_steps": len(t_sparse),
                                "seconds_dense": float(np.mean(t_dense)) if t_dense else math.nan,
-                               "seconds_sparse": float(np.mean(t_sparse)) if t_sparse else math.nan}
+                               "seconds_sparse": float(np.mean(t_sparse)) if t_sparse else math.nan,
+                               "seconds_sdpa": float(np.mean(t_sdpa)) if t_sdpa else math.nan}
     for key in errors:
         if errors[key]:
             e = torch.stack(errors[key])
@@ -299,7 +303,8 @@ def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]
     for key in ("moddit", "static", "random"):
         r = m[key]
         out(f"  {key:<8} {r['sparsity']:9.3f} {r['error']:11.4f} {r['max_error']:10.4f}")
-    out(f"  one attention call: sparse {m['seconds_sparse'] * 1e3:.1f} ms, full step (with the block map) "
+    out(f"  at a sparse step: MOD-DiT's block-sparse call {m['seconds_sparse'] * 1e3:.1f} ms, dense SDPA "
+        f"{m['seconds_sdpa'] * 1e3:.1f} ms; a full-attention step (block map included from step 10) "
         f"{m['seconds_dense'] * 1e3:.1f} ms; wall time {res.wall_time:.1f} s")
     if plot:
         plot_maps(res, plot)
@@ -307,4 +312,4 @@ def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]
     return [{"area": "torch", "method": "MOD-DiT predicted block masks, planted attention", "n": m["n"],
              "result": f"rel. error {m['moddit']['error']:.3f} at sparsity {m['moddit']['sparsity']:.2f}",
              "vs anchor": f"random {m['random']['error']:.3f}, static band {m['static']['error']:.3f}",
-             "speed": f"{m['seconds_sparse'] * 1e3:.0f} ms/sparse call"}]
+             "speed": f"{m['seconds_sparse'] * 1e3:.0f} ms/sparse call (dense {m['seconds_sdpa'] * 1e3:.0f} ms)"}]

@@ -740,7 +740,8 @@ def masked_dense_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tenso
 def _gathered_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor", mask: "torch.Tensor",
                         block: int, scale: float) -> "torch.Tensor":
     """Attention over the kept blocks only: per query block, its kept key/value blocks gathered (rows sorted by
-    their count so that a chunk pads little), one scaled_dot_product_attention per chunk of rows."""
+    their count so that a chunk pads little), one scaled_dot_product_attention per chunk of rows. Few, large
+    calls: each parallel region costs a scheduling round when other processes share the cores."""
     B, H, Lq, D = q.shape
     Lk, Dv = k.shape[2], v.shape[3]
     nq, nk = mask.shape[-2:]
@@ -760,6 +761,8 @@ def _gathered_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor",
     order = torch.argsort(counts, descending=True, stable=True)
     n_rows = int((counts > 0).sum())
     order = order[:n_rows]
+    in_order = n_rows == BH * nq and bool((order[1:] > order[:-1]).all())
+    qs = qb if in_order else qb.index_select(0, order)                     # the query blocks, chunk by chunk
     counts_sorted = counts[order].tolist()
     partial_key = Lk % block != 0
     if partial_key:
@@ -778,7 +781,7 @@ def _gathered_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor",
         glob = local + torch.div(rows, nq, rounding_mode="floor")[:, None] * nk
         Kc = kb.index_select(0, glob.reshape(-1)).view(1, c, kmax * block, D)
         Vc = vb.index_select(0, glob.reshape(-1)).view(1, c, kmax * block, Dv)
-        Qc = qb.index_select(0, rows).view(1, c, block, D)
+        Qc = qs[start:start + c].unsqueeze(0)
         slot_ok = None
         if counts_sorted[start + c - 1] < kmax:                             # some rows of the chunk are padded
             slot_ok = (torch.arange(kmax, device=q.device)[None, :] < counts[rows][:, None])
@@ -791,7 +794,7 @@ def _gathered_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor",
         start += c
     if n_rows == BH * nq:
         out = torch.cat(pieces, dim=0)
-        if not bool((order[1:] > order[:-1]).all()):                    # rows were reordered by their counts
+        if not in_order:                                                  # rows were reordered by their counts
             out = out.index_select(0, torch.argsort(order))
     else:
         out = q.new_zeros((BH * nq, block, Dv))
