@@ -653,3 +653,660 @@ def unstack_subbands(x: "torch.Tensor", ndim: int = 2, dim: int | None = None) -
         raise ValueError(f"`x` must have a multiple of {k} channels along dim {d}; got {x.shape[d]}")
     parts = x.chunk(k, dim=d)
     return (parts[0], parts[1]) if k == 2 else (parts[0], tuple(parts[1:]))
+
+
+# ==================================================================================================
+# modules (channel-first feature maps: (N, C, L) in 1-D, (N, C, H, W) in 2-D)
+# ==================================================================================================
+def _check_ndim(ndim: Any) -> int:
+    if isinstance(ndim, (bool, np.bool_)) or ndim not in (1, 2):
+        raise ValueError(f"`ndim` must be 1 or 2; got {ndim!r}")
+    return int(ndim)
+
+
+def _check_wavelet_name(wavelet: Any) -> str:
+    """A module's wavelet: a name of :data:`WAVELETS` (modules are built from names, so they pickle)."""
+    if not isinstance(wavelet, str) or wavelet not in SCALING_FILTERS:
+        raise ValueError(f"`wavelet` must be one of 'haar', 'db1'..'db38', 'sym2'..'sym20', 'coif1'..'coif17'; "
+                         f"got {wavelet!r}")
+    return wavelet
+
+
+def _channels_last(x: "torch.Tensor", f: Callable) -> "torch.Tensor":
+    """``f`` (a Linear, LayerNorm, ...) applied over the channel axis 1 of a channel-first tensor."""
+    return f(x.movedim(1, -1)).movedim(-1, 1)
+
+
+def _check_features(x: Any, name: str, channels: int, ndim: int, *, even: bool = True) -> "torch.Tensor":
+    x = check_tensor(x, name)
+    if x.ndim != ndim + 2 or x.shape[1] != channels:
+        want = "(N, C, L)" if ndim == 1 else "(N, C, H, W)"
+        raise ValueError(f"`{name}` must have shape {want} with C = {channels}; got {tuple(x.shape)}")
+    if even and any(s % 2 for s in x.shape[2:]):
+        raise ValueError(f"`{name}` must have even spatial sizes (the DWT halves them); got {tuple(x.shape[2:])}")
+    return x
+
+
+class _DWT(nn.Module):
+    """Periodized DWT of channel-first maps with the sub-bands stacked as channels (band-major)."""
+
+    def __init__(self, wavelet: str, ndim: int) -> None:
+        super().__init__()
+        self.wavelet, self.ndim = wavelet, ndim
+
+    def forward(self, x: "torch.Tensor") -> "torch.Tensor":
+        bank = _bank(self.wavelet)[1]
+        lo, hi = _analysis(x, bank, "periodization", -1)
+        if self.ndim == 1:
+            return torch.cat([lo, hi], dim=1)
+        cA, cH = _analysis(lo, bank, "periodization", -2)
+        cV, cD = _analysis(hi, bank, "periodization", -2)
+        return torch.cat([cA, cH, cV, cD], dim=1)
+
+    def inverse(self, x: "torch.Tensor") -> "torch.Tensor":
+        bank = _bank(self.wavelet)[1]
+        if self.ndim == 1:
+            a, d = x.chunk(2, dim=1)
+            return _synthesis(a, d, bank, "periodization", -1)
+        a, h, v, d = x.chunk(4, dim=1)
+        lo = _synthesis(a, h, bank, "periodization", -2)
+        hi = _synthesis(v, d, bank, "periodization", -2)
+        return _synthesis(lo, hi, bank, "periodization", -1)
+
+
+def _circular_conv(ndim: int, c_in: int, c_out: int) -> "nn.Module":
+    conv = nn.Conv1d if ndim == 1 else nn.Conv2d
+    return conv(c_in, c_out, 3, padding=1, padding_mode="circular")
+
+
+@constraints(dim="count", wavelet="option", out_dim="count", ndim="option")
+class WaveletDownsample(nn.Module):
+    """Wavelet-preserving downsampling: an invertible halving that keeps the detail sub-bands as channels.
+
+    ``Linear(C -> C / 2**ndim)`` and ``LayerNorm`` over channels, the periodized DWT (the ``2**ndim``
+    sub-bands of ``C / 2**ndim`` channels stacked: ``C`` channels at half the resolution), then a circular
+    3 (1-D) or 3 x 3 (2-D) convolution to ``out_dim`` channels. Unlike a strided convolution or pooling,
+    the DWT stage loses nothing: it is orthogonal for orthogonal wavelets.
+
+    Parameters
+    ----------
+    dim : int
+        Input channels C, a multiple of ``2**ndim``.
+    wavelet : str, default 'haar'
+        One of :data:`WAVELETS`.
+    out_dim : int, optional
+        Output channels (default ``dim``).
+    ndim : {1, 2}, default 2
+        1 for signals (N, C, L), 2 for images (N, C, H, W).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numtk.torch.mswt import WaveletDownsample
+    >>> down = WaveletDownsample(16, out_dim=32)
+    >>> down(torch.randn(2, 16, 8, 8)).shape
+    torch.Size([2, 32, 4, 4])
+    """
+
+    def __init__(self, dim: int, wavelet: str = "haar", *, out_dim: int | None = None, ndim: int = 2) -> None:
+        super().__init__()
+        self.ndim = _check_ndim(ndim)
+        r = 2 ** self.ndim
+        self.dim = check_int(dim, "dim", minimum=r)
+        if self.dim % r:
+            raise ValueError(f"`dim` must be a multiple of {r} (the sub-bands of a {self.ndim}-D DWT); got {dim}")
+        self.out_dim = self.dim if out_dim is None else check_int(out_dim, "out_dim", minimum=1)
+        self.wavelet = _check_wavelet_name(wavelet)
+        self.proj = nn.Linear(self.dim, self.dim // r)
+        self.norm = nn.LayerNorm(self.dim // r)
+        self.dwt = _DWT(self.wavelet, self.ndim)
+        self.conv = _circular_conv(self.ndim, self.dim, self.out_dim)
+
+    @constraints(x="tensor")
+    def forward(self, x: "torch.Tensor") -> "torch.Tensor":
+        """(N, dim, *S) -> (N, out_dim, *S / 2); the spatial sizes S must be even."""
+        return self._run(_check_features(x, "x", self.dim, self.ndim))
+
+    def _run(self, x: "torch.Tensor") -> "torch.Tensor":
+        return self.conv(self.dwt(_channels_last(x, lambda t: self.norm(self.proj(t)))))
+
+    def extra_repr(self) -> str:
+        return f"{self.dim} -> {self.out_dim}, wavelet={self.wavelet!r}, ndim={self.ndim}"
+
+
+@constraints(dim="count", wavelet="option", out_dim="count", skip_dim="int>=0", ndim="option")
+class WaveletUpsample(nn.Module):
+    """Wavelet upsampling: ``Linear(C -> 2**ndim C)`` and ``LayerNorm``, the inverse periodized DWT (the
+    channels read as ``2**ndim`` sub-bands of C channels: C channels at twice the resolution), the skip
+    connection concatenated, then a circular convolution to ``out_dim`` channels.
+
+    Parameters
+    ----------
+    dim : int
+        Input channels C.
+    wavelet : str, default 'haar'
+        One of :data:`WAVELETS`.
+    out_dim : int, optional
+        Output channels (default ``dim``).
+    skip_dim : int, optional
+        Channels of the skip connection (default ``dim``; 0: no skip).
+    ndim : {1, 2}, default 2
+        1 for signals (N, C, L), 2 for images (N, C, H, W).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numtk.torch.mswt import WaveletUpsample
+    >>> up = WaveletUpsample(32, out_dim=16, skip_dim=16)
+    >>> up(torch.randn(2, 32, 4, 4), torch.randn(2, 16, 8, 8)).shape
+    torch.Size([2, 16, 8, 8])
+    """
+
+    def __init__(self, dim: int, wavelet: str = "haar", *, out_dim: int | None = None, skip_dim: int | None = None,
+                 ndim: int = 2) -> None:
+        super().__init__()
+        self.ndim = _check_ndim(ndim)
+        r = 2 ** self.ndim
+        self.dim = check_int(dim, "dim", minimum=1)
+        self.out_dim = self.dim if out_dim is None else check_int(out_dim, "out_dim", minimum=1)
+        self.skip_dim = self.dim if skip_dim is None else check_int(skip_dim, "skip_dim", minimum=0)
+        self.wavelet = _check_wavelet_name(wavelet)
+        self.proj = nn.Linear(self.dim, r * self.dim)
+        self.norm = nn.LayerNorm(r * self.dim)
+        self.dwt = _DWT(self.wavelet, self.ndim)
+        self.conv = _circular_conv(self.ndim, self.dim + self.skip_dim, self.out_dim)
+
+    @constraints(x="tensor", skip="tensor")
+    def forward(self, x: "torch.Tensor", skip: "torch.Tensor | None" = None) -> "torch.Tensor":
+        """(N, dim, *S) and the skip (N, skip_dim, *2S) -> (N, out_dim, *2S)."""
+        x = _check_features(x, "x", self.dim, self.ndim, even=False)
+        if self.skip_dim:
+            if skip is None:
+                raise ValueError(f"`skip` must be a tensor of {self.skip_dim} channels (skip_dim); got None")
+            skip = _check_features(skip, "skip", self.skip_dim, self.ndim, even=False)
+            want = (x.shape[0], self.skip_dim, *(2 * s for s in x.shape[2:]))
+            if tuple(skip.shape) != want:
+                raise ValueError(f"`skip` must have shape {want}; got {tuple(skip.shape)}")
+        elif skip is not None:
+            raise ValueError("`skip` must be None: the module was built with skip_dim=0")
+        return self._run(x, skip)
+
+    def _run(self, x: "torch.Tensor", skip: "torch.Tensor | None") -> "torch.Tensor":
+        y = self.dwt.inverse(_channels_last(x, lambda t: self.norm(self.proj(t))))
+        return self.conv(y if skip is None else torch.cat([y, skip], dim=1))
+
+    def extra_repr(self) -> str:
+        return f"{self.dim} (+ skip {self.skip_dim}) -> {self.out_dim}, wavelet={self.wavelet!r}, ndim={self.ndim}"
+
+
+@constraints(dim="count", heads="count", window="count", wavelet="option", ndim="option")
+class WaveletAttention(nn.Module):
+    """Multi-head self-attention over DWT-domain tokens (MSWT's wavelet attention).
+
+    ``Linear(C -> C / 2**ndim)`` and ``LayerNorm``, the periodized DWT (``C`` channels at half the
+    resolution: every token carries all sub-bands of its position), a circular convolution, multi-head
+    attention over the tokens (all of them, or ``window``-sized local windows, circularly padded), the
+    inverse DWT and ``Linear(C / 2**ndim -> C)``. Use it inside :class:`WaveletBlock` (pre-LN residual
+    and FFN).
+
+    Parameters
+    ----------
+    dim : int
+        Channels C: a multiple of ``2**ndim`` and of ``heads``.
+    heads : int
+        Attention heads.
+    window : int, optional
+        Local attention in windows of ``window`` tokens (1-D) or ``window x window`` tokens (2-D) of the
+        half-resolution grid; None (default): global attention.
+    wavelet : str, default 'haar'
+        One of :data:`WAVELETS`.
+    ndim : {1, 2}, default 2
+        1 for signals (N, C, L), 2 for images (N, C, H, W).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numtk.torch.mswt import WaveletAttention
+    >>> attn = WaveletAttention(32, heads=4, window=4)
+    >>> attn(torch.randn(2, 32, 16, 16)).shape
+    torch.Size([2, 32, 16, 16])
+    """
+
+    def __init__(self, dim: int, heads: int, window: int | None = None, wavelet: str = "haar", *,
+                 ndim: int = 2) -> None:
+        super().__init__()
+        self.ndim = _check_ndim(ndim)
+        r = 2 ** self.ndim
+        self.dim = check_int(dim, "dim", minimum=r)
+        if self.dim % r:
+            raise ValueError(f"`dim` must be a multiple of {r} (the sub-bands of a {self.ndim}-D DWT); got {dim}")
+        self.heads = check_int(heads, "heads", minimum=1)
+        if self.dim % self.heads:
+            raise ValueError(f"`heads` must divide `dim` = {self.dim}; got {heads}")
+        self.window = None if window is None else check_int(window, "window", minimum=1)
+        self.wavelet = _check_wavelet_name(wavelet)
+        self.proj_in = nn.Linear(self.dim, self.dim // r)
+        self.norm = nn.LayerNorm(self.dim // r)
+        self.dwt = _DWT(self.wavelet, self.ndim)
+        self.conv = _circular_conv(self.ndim, self.dim, self.dim)
+        self.qkv = nn.Linear(self.dim, 3 * self.dim)
+        self.out = nn.Linear(self.dim, self.dim)
+        self.proj_out = nn.Linear(self.dim // r, self.dim)
+
+    def _attend(self, t: "torch.Tensor") -> "torch.Tensor":
+        """Self-attention over (B, T, C) tokens."""
+        B, T, C = t.shape
+        q, k, v = self.qkv(t).view(B, T, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v)
+        return self.out(y.transpose(1, 2).reshape(B, T, C))
+
+    def _tokens(self, z: "torch.Tensor") -> "torch.Tensor":
+        """Attention over the tokens of (N, C, *S), globally or in windows."""
+        N, C, *S = z.shape
+        w = self.window
+        if w is None:
+            return self._attend(z.flatten(2).transpose(1, 2)).transpose(1, 2).reshape(N, C, *S)
+        pads = [(-s) % w for s in S]
+        if any(pads):
+            flat = [p for pad in reversed(pads) for p in (0, pad)]
+            z = F.pad(z, flat, mode="circular")
+        P = z.shape[2:]
+        if self.ndim == 1:
+            t = z.view(N, C, P[0] // w, w).permute(0, 2, 3, 1).reshape(-1, w, C)
+            y = self._attend(t).view(N, P[0] // w, w, C).permute(0, 3, 1, 2).reshape(N, C, P[0])
+            return y[..., :S[0]]
+        nh, nw = P[0] // w, P[1] // w
+        t = z.view(N, C, nh, w, nw, w).permute(0, 2, 4, 3, 5, 1).reshape(-1, w * w, C)
+        y = self._attend(t).view(N, nh, nw, w, w, C).permute(0, 5, 1, 3, 2, 4).reshape(N, C, P[0], P[1])
+        return y[..., :S[0], :S[1]]
+
+    @constraints(x="tensor")
+    def forward(self, x: "torch.Tensor") -> "torch.Tensor":
+        """(N, dim, *S) -> (N, dim, *S); the spatial sizes S must be even."""
+        return self._run(_check_features(x, "x", self.dim, self.ndim))
+
+    def _run(self, x: "torch.Tensor") -> "torch.Tensor":
+        z = self.conv(self.dwt(_channels_last(x, lambda t: self.norm(self.proj_in(t)))))
+        z = self.dwt.inverse(self._tokens(z))
+        return _channels_last(z, self.proj_out)
+
+    def extra_repr(self) -> str:
+        return (f"{self.dim}, heads={self.heads}, window={self.window}, wavelet={self.wavelet!r}, "
+                f"ndim={self.ndim}")
+
+
+@constraints(dim="count", heads="count", window="count", wavelet="option", ndim="option", mlp_ratio="count")
+class WaveletBlock(nn.Module):
+    """The multi-scale transformer block: ``x + WaveletAttention(LN(x))``, then ``x + FFN(LN(x))``.
+
+    Pre-LN residual block over channel-first maps; the FFN is ``Linear(C -> mlp_ratio C)``, GELU,
+    ``Linear(mlp_ratio C -> C)`` per position.
+
+    Parameters
+    ----------
+    dim, heads, window, wavelet, ndim
+        As in :class:`WaveletAttention`.
+    mlp_ratio : int, default 4
+        Hidden width of the FFN over ``dim``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numtk.torch.mswt import WaveletBlock
+    >>> block = WaveletBlock(16, heads=2, ndim=1)
+    >>> block(torch.randn(3, 16, 32)).shape
+    torch.Size([3, 16, 32])
+    """
+
+    def __init__(self, dim: int, heads: int, window: int | None = None, wavelet: str = "haar", *, ndim: int = 2,
+                 mlp_ratio: int = 4) -> None:
+        super().__init__()
+        self.attn = WaveletAttention(dim, heads, window, wavelet, ndim=ndim)
+        self.dim, self.ndim = self.attn.dim, self.attn.ndim
+        hidden = self.dim * check_int(mlp_ratio, "mlp_ratio", minimum=1)
+        self.norm1 = nn.LayerNorm(self.dim)
+        self.norm2 = nn.LayerNorm(self.dim)
+        self.ffn = nn.Sequential(nn.Linear(self.dim, hidden), nn.GELU(), nn.Linear(hidden, self.dim))
+
+    @constraints(x="tensor")
+    def forward(self, x: "torch.Tensor") -> "torch.Tensor":
+        """(N, dim, *S) -> (N, dim, *S); the spatial sizes S must be even."""
+        return self._run(_check_features(x, "x", self.dim, self.ndim))
+
+    def _run(self, x: "torch.Tensor") -> "torch.Tensor":
+        x = x + self.attn._run(_channels_last(x, self.norm1))
+        return x + _channels_last(x, lambda t: self.ffn(self.norm2(t)))
+
+
+_GRIDS = ("linear", "periodic", "none")
+
+
+class _MSWT(nn.Module):
+    """The U-Net over scales shared by :class:`MSWT1D` and :class:`MSWT2D`."""
+
+    def __init__(self, in_ch: int, out_ch: int, dims: Sequence[int], wavelet: str, heads: int, window: int | None,
+                 local_levels: Sequence[int], grid: str, mlp_ratio: int, ndim: int) -> None:
+        super().__init__()
+        self.ndim = ndim
+        self.in_ch = check_int(in_ch, "in_ch", minimum=1)
+        self.out_ch = check_int(out_ch, "out_ch", minimum=1)
+        self.wavelet = _check_wavelet_name(wavelet)
+        self.grid = check_option(grid, "grid", _GRIDS)
+        if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence) or len(dims) < 1:
+            raise TypeError(f"`dims` must be a non-empty sequence of channel widths; got {dims!r}")
+        dims = [check_int(d, "dims", minimum=1) for d in dims]
+        heads = check_int(heads, "heads", minimum=1)
+        r = 2 ** ndim
+        for d in dims:
+            if d % r or d % heads:
+                raise ValueError(f"`dims`: every width must be a multiple of {r} (the sub-bands) and of `heads` = "
+                                 f"{heads}; got {dims}")
+        window = None if window is None else check_int(window, "window", minimum=1)
+        if isinstance(local_levels, (str, bytes)) or not isinstance(local_levels, Sequence):
+            raise TypeError(f"`local_levels` must be a sequence of level indices; got {local_levels!r}")
+        local = {check_int(i, "local_levels", minimum=0) for i in local_levels}
+        self.dims = tuple(dims)
+        n = len(dims)
+        g = {"linear": ndim, "periodic": 2 * ndim, "none": 0}[self.grid]
+        self.input_proj = nn.Linear(self.in_ch + g, dims[0])
+        self.enc_blocks = nn.ModuleList()
+        self.downs = nn.ModuleList()
+        for i, d in enumerate(dims):
+            win = window if i in local else None
+            self.enc_blocks.append(WaveletBlock(d, heads, win, wavelet, ndim=ndim, mlp_ratio=mlp_ratio))
+            self.downs.append(WaveletDownsample(d, wavelet, out_dim=dims[i + 1] if i < n - 1 else d, ndim=ndim))
+        self.ups = nn.ModuleList()
+        self.dec_blocks = nn.ModuleList()
+        for i in range(n):
+            d = dims[n - 1 - i]
+            new = dims[n - 2 - i] if n - 2 - i >= 0 else d
+            win = window if n - 1 - i in local else None  # the block runs at level n - 1 - i
+            self.ups.append(WaveletUpsample(d, wavelet, out_dim=new, skip_dim=d, ndim=ndim))
+            self.dec_blocks.append(WaveletBlock(new, heads, win, wavelet, ndim=ndim, mlp_ratio=mlp_ratio))
+        self.output_proj = nn.Sequential(nn.Linear(dims[0], max(1, dims[0] // 2)), nn.GELU(),
+                                         nn.Linear(max(1, dims[0] // 2), self.out_ch))
+
+    def _grid(self, x: "torch.Tensor") -> list["torch.Tensor"]:
+        if self.grid == "none":
+            return []
+        N, _, *S = x.shape
+        axes = [torch.linspace(0, 1, s, dtype=x.dtype, device=x.device) if self.grid == "linear"
+                else torch.arange(s, dtype=x.dtype, device=x.device) * (2 * math.pi / s) for s in S]
+        mesh = torch.meshgrid(*axes, indexing="ij")
+        feats = list(mesh) if self.grid == "linear" else [f(m) for m in mesh for f in (torch.sin, torch.cos)]
+        return [f.expand(N, 1, *S) for f in feats]
+
+    def forward(self, x: "torch.Tensor") -> "torch.Tensor":
+        x = check_tensor(x, "x")
+        n = len(self.dims)
+        if x.ndim != self.ndim + 2 or x.shape[1] != self.in_ch:
+            want = "(N, in_ch, L)" if self.ndim == 1 else "(N, in_ch, H, W)"
+            raise ValueError(f"`x` must have shape {want} with in_ch = {self.in_ch}; got {tuple(x.shape)}")
+        if any(s % 2 ** n for s in x.shape[2:]):
+            raise ValueError(f"`x` must have spatial sizes divisible by 2**{n} = {2 ** n} (one halving per level); "
+                             f"got {tuple(x.shape[2:])}")
+        x = torch.cat([x, *self._grid(x)], dim=1)
+        x = _channels_last(x, self.input_proj)
+        skips = []
+        for block, down in zip(self.enc_blocks, self.downs):
+            skips.append(x)
+            x = down._run(block._run(x))
+        for up, block in zip(self.ups, self.dec_blocks):
+            x = block._run(up._run(x, skips.pop()))
+        return _channels_last(x, self.output_proj)
+
+
+@constraints(in_ch="count", out_ch="count", dim="count", wavelet="option", dims="any", heads="count",
+             window="count", local_levels="any", grid="option", mlp_ratio="count")
+class MSWT1D(_MSWT):
+    """The multi-scale wavelet transformer for signals (N, in_ch, L) -> (N, out_ch, L) (reconstructed).
+
+    The 2-D network of :class:`MSWT2D` with 1-D transforms: a ``WaveletBlock`` and a ``WaveletDownsample``
+    per level, then per level a ``WaveletUpsample`` (with the skip from the encoder) and a
+    ``WaveletBlock``; input ``Linear(in_ch + grid -> dims[0])``, output ``Linear -> GELU -> Linear``.
+    The MSWT code is 2-D only: the 1-D widths (doubling per level, as the halving has 2 sub-bands) are
+    this module's choice.
+
+    Parameters
+    ----------
+    in_ch, out_ch : int
+        Input and output channels.
+    dim : int, default 32
+        Base width: ``dims = [dim // 2, dim, 2 dim, 2 dim]`` unless ``dims`` is given.
+    wavelet : str, default 'haar'
+        One of :data:`WAVELETS`.
+    dims : sequence of int, optional
+        Widths per level (each a multiple of 2 and of ``heads``); L must be divisible by ``2**len(dims)``.
+    heads : int, default 4
+        Attention heads.
+    window : int, optional
+        Local attention window (tokens of the half-resolution grid) at the levels ``local_levels``.
+    local_levels : sequence of int, default ()
+        Levels (0 = finest) whose attention is local when ``window`` is given.
+    grid : {'linear', 'periodic', 'none'}, default 'linear'
+        Coordinates appended to the input: ``x`` in [0, 1], ``(sin, cos)(2 pi x)``, or nothing.
+    mlp_ratio : int, default 4
+        FFN width over the block width.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numtk.torch.mswt import MSWT1D
+    >>> model = MSWT1D(1, 1, dim=16, heads=2)
+    >>> model(torch.randn(4, 1, 64)).shape
+    torch.Size([4, 1, 64])
+    """
+
+    def __init__(self, in_ch: int, out_ch: int, dim: int = 32, wavelet: str = "haar", *,
+                 dims: Sequence[int] | None = None, heads: int = 4, window: int | None = None,
+                 local_levels: Sequence[int] = (), grid: str = "linear", mlp_ratio: int = 4) -> None:
+        if dims is None:
+            dim = check_int(dim, "dim", minimum=2)
+            dims = [dim // 2, dim, 2 * dim, 2 * dim]
+        super().__init__(in_ch, out_ch, dims, wavelet, heads, window, local_levels, grid,
+                         check_int(mlp_ratio, "mlp_ratio", minimum=1), 1)
+
+    @constraints(x="tensor")
+    def forward(self, x: "torch.Tensor") -> "torch.Tensor":
+        """(N, in_ch, L) -> (N, out_ch, L); L divisible by ``2**len(dims)``."""
+        return super().forward(x)
+
+
+@constraints(in_ch="count", out_ch="count", dim="count", wavelet="option", dims="any", heads="count",
+             window="count", local_levels="any", grid="option", mlp_ratio="count")
+class MSWT2D(_MSWT):
+    """The multi-scale wavelet transformer (MSWT) for fields (N, in_ch, H, W) -> (N, out_ch, H, W).
+
+    A U-Net over scales: per level a :class:`WaveletBlock` (wavelet attention in a pre-LN residual block
+    with FFN) and a :class:`WaveletDownsample` (lossless DWT halving), then per level a
+    :class:`WaveletUpsample` (inverse DWT, skip connection from the encoder) and a block; input
+    ``Linear(in_ch + grid -> dims[0])``, output ``Linear -> GELU -> Linear``. The defaults follow the
+    MSWT code's configuration for 2-D Navier-Stokes: ``dims = [dim / 2, 2 dim, 4 dim, 4 dim]`` with
+    ``dim = 72``, Haar, local attention at levels 0, 1, 2 (when ``window`` is given).
+
+    Parameters
+    ----------
+    in_ch, out_ch : int
+        Input and output channels.
+    dim : int, default 72
+        Base width: ``dims = [dim // 2, 2 dim, 4 dim, 4 dim]`` unless ``dims`` is given.
+    wavelet : str, default 'haar'
+        One of :data:`WAVELETS`.
+    dims : sequence of int, optional
+        Widths per level (each a multiple of 4 and of ``heads``); H and W must be divisible by
+        ``2**len(dims)``.
+    heads : int, default 4
+        Attention heads.
+    window : int, optional
+        Local attention window (``window x window`` tokens of the half-resolution grid) at the levels
+        ``local_levels``; None: global attention everywhere.
+    local_levels : sequence of int, default (0, 1, 2)
+        Levels (0 = finest) whose attention is local when ``window`` is given.
+    grid : {'linear', 'periodic', 'none'}, default 'linear'
+        Coordinates appended to the input: (y, x) in [0, 1]^2, their ``(sin, cos)(2 pi .)``, or nothing.
+    mlp_ratio : int, default 4
+        FFN width over the block width.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numtk.torch.mswt import MSWT2D
+    >>> model = MSWT2D(1, 1, dim=8, heads=2, window=4)
+    >>> model(torch.randn(2, 1, 32, 32)).shape
+    torch.Size([2, 1, 32, 32])
+    """
+
+    def __init__(self, in_ch: int, out_ch: int, dim: int = 72, wavelet: str = "haar", *,
+                 dims: Sequence[int] | None = None, heads: int = 4, window: int | None = None,
+                 local_levels: Sequence[int] = (0, 1, 2), grid: str = "linear", mlp_ratio: int = 4) -> None:
+        if dims is None:
+            dim = check_int(dim, "dim", minimum=2)
+            dims = [dim // 2, 2 * dim, 4 * dim, 4 * dim]
+        super().__init__(in_ch, out_ch, dims, wavelet, heads, window, local_levels, grid,
+                         check_int(mlp_ratio, "mlp_ratio", minimum=1), 2)
+
+    @constraints(x="tensor")
+    def forward(self, x: "torch.Tensor") -> "torch.Tensor":
+        """(N, in_ch, H, W) -> (N, out_ch, H, W); H and W divisible by ``2**len(dims)``."""
+        return super().forward(x)
+
+
+# ==================================================================================================
+# metrics and rollout
+# ==================================================================================================
+@constraints(pred="tensor", true="tensor", reduction="option")
+def relative_l2(pred: "torch.Tensor", true: "torch.Tensor", reduction: str = "mean") -> "torch.Tensor":
+    """Relative L2 error per sample, ``||pred - true|| / ||true||`` over all but the first axis.
+
+    Parameters
+    ----------
+    pred, true : torch.Tensor, shape (N, ...)
+        Predictions and targets of one shape, dtype and device; each of the N samples is a field (any
+        number of channels and spatial axes).
+    reduction : {'mean', 'sum', 'none'}, default 'mean'
+        As in :mod:`torch.nn.functional`: the mean or sum over samples, or the (N,) errors.
+
+    Returns
+    -------
+    torch.Tensor
+        The reduced error (differentiable in ``pred``); a sample whose target is all zero gives inf (or nan
+        for an exact prediction).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numtk.torch.mswt import relative_l2
+    >>> true = torch.ones(2, 4)
+    >>> relative_l2(true * 1.5, true, reduction="none")
+    tensor([0.5000, 0.5000])
+    """
+    from numtk.torch._common import reduce_loss
+
+    pred = check_tensor(pred, "pred")
+    true = check_tensor(true, "true")
+    if pred.shape != true.shape or pred.ndim < 1:
+        raise ValueError(f"`pred` must have the shape of `true` {tuple(true.shape)} (N, ...); got {tuple(pred.shape)}")
+    if pred.device != true.device:
+        raise ValueError(f"`pred` must be on the device of `true` ({true.device}); got {pred.device}")
+    if pred.dtype != true.dtype:
+        raise TypeError(f"`pred` must have the dtype of `true` ({true.dtype}); got {pred.dtype}")
+    from numtk.torch._common import check_reduction
+
+    check_reduction(reduction)
+    err = (pred - true).flatten(1).norm(dim=1) / true.flatten(1).norm(dim=1)
+    return reduce_loss(err, reduction)
+
+
+@constraints(u="tensor", ndim="option")
+def energy_spectrum(u: "torch.Tensor", ndim: int = 1) -> "torch.Tensor":
+    """Energy per integer wavenumber of periodic fields: one-sided in 1-D, radial shells in 2-D.
+
+    With ``û`` the discrete Fourier transform divided by the number of points, ``E[k]`` is the sum of
+    ``|û|^2`` over the wavenumbers of magnitude ``k`` (1-D: ``±k``; 2-D: ``round(sqrt(kx^2 + ky^2)) = k``
+    with integer ``kx, ky``), so that ``E.sum(-1)`` is the mean square of ``u`` (Parseval).
+
+    Parameters
+    ----------
+    u : torch.Tensor, shape (..., L) or (..., H, W)
+        Real fields on uniform periodic grids; any leading dimensions.
+    ndim : {1, 2}, default 1
+        Fields along the last axis (1) or the last two (2).
+
+    Returns
+    -------
+    torch.Tensor, shape (..., K + 1)
+        ``E[..., k]`` for ``k = 0..K``: ``K = L // 2`` in 1-D; in 2-D the largest shell,
+        ``round(sqrt((H // 2)^2 + (W // 2)^2))``.
+
+    Examples
+    --------
+    >>> import math, torch
+    >>> from numtk.torch.mswt import energy_spectrum
+    >>> x = torch.arange(16, dtype=torch.float64) * (2 * math.pi / 16)
+    >>> E = energy_spectrum(torch.cos(3 * x))
+    >>> [round(float(e), 6) for e in E[:5]]
+    [0.0, 0.0, 0.0, 0.5, 0.0]
+    """
+    u = check_tensor(u, "u")
+    nd = _check_ndim(ndim)
+    if u.ndim < nd or any(s < 1 for s in u.shape[u.ndim - nd:]):
+        raise ValueError(f"`u` must have at least {nd} non-empty axes for ndim={nd}; got shape {tuple(u.shape)}")
+    if nd == 1:
+        L = u.shape[-1]
+        p = torch.fft.fft(u, dim=-1, norm="forward").abs().square()
+        k = torch.fft.fftfreq(L, d=1.0 / L, device=u.device).abs().round().long()
+        K = L // 2
+    else:
+        H, W = u.shape[-2:]
+        p = torch.fft.fft2(u, dim=(-2, -1), norm="forward").abs().square().flatten(-2)
+        ky = torch.fft.fftfreq(H, d=1.0 / H, device=u.device, dtype=torch.float64)
+        kx = torch.fft.fftfreq(W, d=1.0 / W, device=u.device, dtype=torch.float64)
+        k = torch.sqrt(ky[:, None] ** 2 + kx[None, :] ** 2).round().long().flatten()
+        K = int(round(math.hypot(H // 2, W // 2)))
+    out = p.new_zeros((*p.shape[:-1], K + 1))
+    return out.index_add_(-1, k, p) if p.ndim == 1 else out.index_add(-1, k, p)
+
+
+@constraints(model="callable", u0="tensor", steps="count", grad="bool")
+def rollout(model: Callable, u0: "torch.Tensor", steps: int, *, grad: bool = False) -> "torch.Tensor":
+    """Autoregressive rollout: ``u[t + 1] = model(u[t])`` from ``u[0] = u0``.
+
+    Parameters
+    ----------
+    model : callable
+        A module or function mapping a state to the next state of the same shape.
+    u0 : torch.Tensor
+        The initial states (for example (N, C, L) or (N, C, H, W)).
+    steps : int
+        Number of steps (>= 1).
+    grad : bool, default False
+        Keep the autograd graph (to train through the rollout); by default the steps run under
+        :func:`torch.no_grad`.
+
+    Returns
+    -------
+    torch.Tensor, shape (steps, *u0.shape)
+        The predicted states ``u[1] .. u[steps]``, time first.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numtk.torch.mswt import rollout
+    >>> rollout(lambda u: 0.5 * u, torch.ones(2, 3), 3)[:, 0, 0]
+    tensor([0.5000, 0.2500, 0.1250])
+    """
+    if not callable(model):
+        raise TypeError(f"`model` must be callable (an nn.Module or a function); got {type(model).__name__}")
+    u = check_tensor(u0, "u0")
+    steps = check_int(steps, "steps", minimum=1)
+    grad = check_bool(grad, "grad")
+    out = []
+    with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
+        for t in range(steps):
+            u = model(u)
+            if not isinstance(u, torch.Tensor) or u.shape != u0.shape:
+                got = tuple(u.shape) if isinstance(u, torch.Tensor) else type(u).__name__
+                raise ValueError(f"`model` must return a tensor of the shape of `u0` {tuple(u0.shape)}; "
+                                 f"got {got} at step {t + 1}")
+            out.append(u)
+    return torch.stack(out)
