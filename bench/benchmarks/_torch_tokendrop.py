@@ -19,8 +19,9 @@ The contestants, each a fresh model with the same weights:
   computed with autograd, then detached).
 
 Saved bytes are :func:`~numtk.torch.tokendrop.saved_activation_bytes` of one forward (DropBP's random skipping:
-the mean of 16 forwards, 8 with ``--quick``). Times are medians of interleaved rounds (:func:`benchmarks._timing.interleaved`), torch
-on one intra-op thread (small matrices; on shared cores a second thread mostly adds synchronisation).
+the mean of 16 forwards, 8 with ``--quick``). Times are medians of interleaved rounds
+(:func:`benchmarks._timing.interleaved`), torch on one intra-op thread (small matrices; on shared cores a second
+thread mostly adds synchronisation).
 """
 
 from __future__ import annotations

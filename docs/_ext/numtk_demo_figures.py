@@ -116,6 +116,11 @@ def _moddit(demo, path: str) -> None:
     demo.run(quick=True, out=_silent, plot=path)
 
 
+def _tokendrop(demo, path: str) -> None:
+    # the demo at its quick setting (three runs of 40 steps, batches of 16), as the tour runs it
+    demo.run(quick=True, out=_silent, plot=path)
+
+
 @dataclass(frozen=True)
 class DemoFigure:
     """How the docs draw one demo's figure."""
@@ -158,6 +163,10 @@ FIGURES: dict[str, DemoFigure] = {
                          "the quick setting of the demo (8 frames of 128 tokens in blocks of 16: a 64 x 64 block map, "
                          "24 steps, top_k 8), as ``python -m numtk demo moddit --plot FILE`` draws it; ``--full`` "
                          "runs 12 frames (a 96 x 96 map) and 42 steps"),
+    "tokendrop": DemoFigure(_tokendrop, ("run",),
+                            "the quick setting of the demo (backpropagation and TokenDrop at rho 0.5 and 0.25, 40 steps "
+                            "of batches of 16), as ``python -m numtk demo tokendrop --plot FILE`` draws it; ``--full`` "
+                            "trains 120 steps of batches of 32 and adds DropBP"),
 }
 
 

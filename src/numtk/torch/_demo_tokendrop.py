@@ -261,8 +261,8 @@ def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]
     bp = res.metrics["backprop"]
     td = res.metrics["TokenDrop rho=0.5"]
     rows = [{"area": "torch", "method": "TokenDrop rho=0.5, tiny llama, copy task", "n": res.steps,
-             "result": f"loss {td['final_loss']:.3f}, {td['memory_saving'] * 100:.0f} % less activation memory",
-             "vs anchor": f"backprop loss {bp['final_loss']:.3f}",
+             "result": f"loss {td['final_loss']:.2g}, {td['memory_saving'] * 100:.0f} % less activation memory",
+             "vs anchor": f"backprop loss {bp['final_loss']:.2g}",
              "speed": f"{td['speedup']:.2f}x per step"}]
     if plot:
         plot_demo(res, plot)

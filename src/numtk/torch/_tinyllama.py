@@ -104,8 +104,8 @@ class TinyLlamaConfig:
         for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads"):
             fix(name, check_int(getattr(self, name), name, minimum=1, maximum=2**31 - 1))
         heads = self.num_attention_heads
-        kv = heads if self.num_key_value_heads is None else check_int(self.num_key_value_heads,
-                                                                      "num_key_value_heads", minimum=1, maximum=2**31 - 1)
+        kv = self.num_key_value_heads
+        kv = heads if kv is None else check_int(kv, "num_key_value_heads", minimum=1, maximum=2**31 - 1)
         if heads % kv:
             raise ValueError(f"`num_key_value_heads` must divide num_attention_heads = {heads}; got {kv}")
         fix("num_key_value_heads", kv)
