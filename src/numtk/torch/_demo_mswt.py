@@ -2,10 +2,11 @@
 
 Multi-scale dynamics: the Kuramoto-Sivashinsky equation on a periodic domain of length 44 sampled at 64 points
 (:func:`numtk.datasets.kuramoto_sivashinsky`): chaotic, with its energy falling over eight decades from the
-energetic wavenumbers (about 5 cycles per domain) to the dissipative ones (28). The task: learn the map from ``u(t)`` to ``u(t + 1)`` (four ETDRK4 steps of
-0.25) on trajectories from random initial states, and predict it on held-out trajectories. Two models with the
-same number of parameters (within 5 %) are trained from the same initial seed on the same batches, with the
-same optimiser and schedule, both predicting the increment (``u + net(u)``):
+energetic wavenumbers (about 5 cycles per domain) to the dissipative ones (28). The task: learn the map from
+``u(t)`` to ``u(t + 1)`` (four ETDRK4 steps of 0.25) on trajectories from random initial states, and predict
+it on held-out trajectories. Two models with the same number of parameters (within 5 %) are trained from the
+same seed on the same batches, with the same optimiser and schedule, both predicting the increment
+(``u + net(u)``):
 
 - :class:`~numtk.torch.mswt.MSWT1D` with two levels of widths 16 and 32 (Haar);
 - a plain transformer (:class:`TokenTransformer1D`): one token per grid point (value and coordinate through a
@@ -148,8 +149,8 @@ def evaluate(step: Any, test: Any) -> dict:
     """Metrics of a one-step map ``step`` (u -> next u) on held-out trajectories ``test`` (T, S + 1, n):
     ``relative_l2`` (one step, mean over pairs), ``high_k`` (relative L2 of the error restricted to wavenumbers
     >= :data:`HIGH_K`), ``spectrum`` (mean |log10| ratio of the predicted to the true energy spectrum over
-    wavenumbers in :data:`SPECTRUM_K`), ``rollout`` (relative L2 after :data:`ROLLOUT` steps, from every :data:`ROLLOUT`-th state) and the mean
-    predicted and true spectra."""
+    wavenumbers in :data:`SPECTRUM_K`), ``rollout`` (relative L2 after :data:`ROLLOUT` steps, from every
+    :data:`ROLLOUT`-th state) and the mean predicted and true spectra."""
     import torch
 
     from numtk.torch.mswt import energy_spectrum, relative_l2, rollout

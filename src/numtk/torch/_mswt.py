@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from numtk._lib._constraints import constraints
-from numtk._lib._validation import check_bool, check_int, check_option
+from numtk._lib._validation import C_INT_MAX, check_bool, check_int, check_option
 from numtk.torch._common import check_tensor, torch
 from numtk.torch._mswt_filters import SCALING_FILTERS, filter_bank
 
@@ -390,7 +390,7 @@ def dwt1d(x: "torch.Tensor", wavelet: Any = "haar", mode: str = "periodization"
     >>> from numtk.torch.mswt import dwt1d, idwt1d
     >>> x = torch.arange(8.0, dtype=torch.float64)
     >>> cA, cD = dwt1d(x, "haar")
-    >>> cA * 2 ** 0.5
+    >>> (cA * 2 ** 0.5).round(decimals=12)
     tensor([ 1.,  5.,  9., 13.], dtype=torch.float64)
     >>> torch.allclose(idwt1d(cA, cD, "haar"), x)
     True
@@ -752,10 +752,10 @@ class WaveletDownsample(nn.Module):
         super().__init__()
         self.ndim = _check_ndim(ndim)
         r = 2 ** self.ndim
-        self.dim = check_int(dim, "dim", minimum=r)
+        self.dim = check_int(dim, "dim", minimum=r, maximum=C_INT_MAX)
         if self.dim % r:
             raise ValueError(f"`dim` must be a multiple of {r} (the sub-bands of a {self.ndim}-D DWT); got {dim}")
-        self.out_dim = self.dim if out_dim is None else check_int(out_dim, "out_dim", minimum=1)
+        self.out_dim = self.dim if out_dim is None else check_int(out_dim, "out_dim", minimum=1, maximum=C_INT_MAX)
         self.wavelet = _check_wavelet_name(wavelet)
         self.proj = nn.Linear(self.dim, self.dim // r)
         self.norm = nn.LayerNorm(self.dim // r)
@@ -807,9 +807,9 @@ class WaveletUpsample(nn.Module):
         super().__init__()
         self.ndim = _check_ndim(ndim)
         r = 2 ** self.ndim
-        self.dim = check_int(dim, "dim", minimum=1)
-        self.out_dim = self.dim if out_dim is None else check_int(out_dim, "out_dim", minimum=1)
-        self.skip_dim = self.dim if skip_dim is None else check_int(skip_dim, "skip_dim", minimum=0)
+        self.dim = check_int(dim, "dim", minimum=1, maximum=C_INT_MAX)
+        self.out_dim = self.dim if out_dim is None else check_int(out_dim, "out_dim", minimum=1, maximum=C_INT_MAX)
+        self.skip_dim = self.dim if skip_dim is None else check_int(skip_dim, "skip_dim", minimum=0, maximum=C_INT_MAX)
         self.wavelet = _check_wavelet_name(wavelet)
         self.proj = nn.Linear(self.dim, r * self.dim)
         self.norm = nn.LayerNorm(r * self.dim)
@@ -877,13 +877,13 @@ class WaveletAttention(nn.Module):
         super().__init__()
         self.ndim = _check_ndim(ndim)
         r = 2 ** self.ndim
-        self.dim = check_int(dim, "dim", minimum=r)
+        self.dim = check_int(dim, "dim", minimum=r, maximum=C_INT_MAX)
         if self.dim % r:
             raise ValueError(f"`dim` must be a multiple of {r} (the sub-bands of a {self.ndim}-D DWT); got {dim}")
-        self.heads = check_int(heads, "heads", minimum=1)
+        self.heads = check_int(heads, "heads", minimum=1, maximum=C_INT_MAX)
         if self.dim % self.heads:
             raise ValueError(f"`heads` must divide `dim` = {self.dim}; got {heads}")
-        self.window = None if window is None else check_int(window, "window", minimum=1)
+        self.window = None if window is None else check_int(window, "window", minimum=1, maximum=C_INT_MAX)
         self.wavelet = _check_wavelet_name(wavelet)
         self.proj_in = nn.Linear(self.dim, self.dim // r)
         self.norm = nn.LayerNorm(self.dim // r)
@@ -963,7 +963,7 @@ class WaveletBlock(nn.Module):
         super().__init__()
         self.attn = WaveletAttention(dim, heads, window, wavelet, ndim=ndim)
         self.dim, self.ndim = self.attn.dim, self.attn.ndim
-        hidden = self.dim * check_int(mlp_ratio, "mlp_ratio", minimum=1)
+        hidden = self.dim * check_int(mlp_ratio, "mlp_ratio", minimum=1, maximum=C_INT_MAX)
         self.norm1 = nn.LayerNorm(self.dim)
         self.norm2 = nn.LayerNorm(self.dim)
         self.ffn = nn.Sequential(nn.Linear(self.dim, hidden), nn.GELU(), nn.Linear(hidden, self.dim))
@@ -988,23 +988,23 @@ class _MSWT(nn.Module):
                  local_levels: Sequence[int], grid: str, mlp_ratio: int, ndim: int) -> None:
         super().__init__()
         self.ndim = ndim
-        self.in_ch = check_int(in_ch, "in_ch", minimum=1)
-        self.out_ch = check_int(out_ch, "out_ch", minimum=1)
+        self.in_ch = check_int(in_ch, "in_ch", minimum=1, maximum=C_INT_MAX)
+        self.out_ch = check_int(out_ch, "out_ch", minimum=1, maximum=C_INT_MAX)
         self.wavelet = _check_wavelet_name(wavelet)
         self.grid = check_option(grid, "grid", _GRIDS)
         if isinstance(dims, (str, bytes)) or not isinstance(dims, Sequence) or len(dims) < 1:
             raise TypeError(f"`dims` must be a non-empty sequence of channel widths; got {dims!r}")
-        dims = [check_int(d, "dims", minimum=1) for d in dims]
-        heads = check_int(heads, "heads", minimum=1)
+        dims = [check_int(d, "dims", minimum=1, maximum=C_INT_MAX) for d in dims]
+        heads = check_int(heads, "heads", minimum=1, maximum=C_INT_MAX)
         r = 2 ** ndim
         for d in dims:
             if d % r or d % heads:
                 raise ValueError(f"`dims`: every width must be a multiple of {r} (the sub-bands) and of `heads` = "
                                  f"{heads}; got {dims}")
-        window = None if window is None else check_int(window, "window", minimum=1)
+        window = None if window is None else check_int(window, "window", minimum=1, maximum=C_INT_MAX)
         if isinstance(local_levels, (str, bytes)) or not isinstance(local_levels, Sequence):
             raise TypeError(f"`local_levels` must be a sequence of level indices; got {local_levels!r}")
-        local = {check_int(i, "local_levels", minimum=0) for i in local_levels}
+        local = {check_int(i, "local_levels", minimum=0, maximum=C_INT_MAX) for i in local_levels}
         self.dims = tuple(dims)
         n = len(dims)
         g = {"linear": ndim, "periodic": 2 * ndim, "none": 0}[self.grid]
@@ -1100,11 +1100,11 @@ class MSWT1D(_MSWT):
     def __init__(self, in_ch: int, out_ch: int, dim: int = 32, wavelet: str = "haar", *,
                  dims: Sequence[int] | None = None, heads: int = 4, window: int | None = None,
                  local_levels: Sequence[int] = (), grid: str = "linear", mlp_ratio: int = 4) -> None:
+        dim = check_int(dim, "dim", minimum=2, maximum=C_INT_MAX)
         if dims is None:
-            dim = check_int(dim, "dim", minimum=2)
             dims = [dim // 2, dim, 2 * dim, 2 * dim]
         super().__init__(in_ch, out_ch, dims, wavelet, heads, window, local_levels, grid,
-                         check_int(mlp_ratio, "mlp_ratio", minimum=1), 1)
+                         check_int(mlp_ratio, "mlp_ratio", minimum=1, maximum=C_INT_MAX), 1)
 
     @constraints(x="tensor")
     def forward(self, x: "torch.Tensor") -> "torch.Tensor":
@@ -1159,11 +1159,11 @@ class MSWT2D(_MSWT):
     def __init__(self, in_ch: int, out_ch: int, dim: int = 72, wavelet: str = "haar", *,
                  dims: Sequence[int] | None = None, heads: int = 4, window: int | None = None,
                  local_levels: Sequence[int] = (0, 1, 2), grid: str = "linear", mlp_ratio: int = 4) -> None:
+        dim = check_int(dim, "dim", minimum=2, maximum=C_INT_MAX)
         if dims is None:
-            dim = check_int(dim, "dim", minimum=2)
             dims = [dim // 2, 2 * dim, 4 * dim, 4 * dim]
         super().__init__(in_ch, out_ch, dims, wavelet, heads, window, local_levels, grid,
-                         check_int(mlp_ratio, "mlp_ratio", minimum=1), 2)
+                         check_int(mlp_ratio, "mlp_ratio", minimum=1, maximum=C_INT_MAX), 2)
 
     @constraints(x="tensor")
     def forward(self, x: "torch.Tensor") -> "torch.Tensor":
@@ -1189,8 +1189,12 @@ def relative_l2(pred: "torch.Tensor", true: "torch.Tensor", reduction: str = "me
     Returns
     -------
     torch.Tensor
-        The reduced error (differentiable in ``pred``); a sample whose target is all zero gives inf (or nan
-        for an exact prediction).
+        The reduced error (differentiable in ``pred``).
+
+    Raises
+    ------
+    ValueError
+        If the shapes, dtypes or devices differ, or a target sample is all zero.
 
     Examples
     --------
@@ -1213,8 +1217,10 @@ def relative_l2(pred: "torch.Tensor", true: "torch.Tensor", reduction: str = "me
     from numtk.torch._common import check_reduction
 
     check_reduction(reduction)
-    err = (pred - true).flatten(1).norm(dim=1) / true.flatten(1).norm(dim=1)
-    return reduce_loss(err, reduction)
+    den = true.flatten(1).norm(dim=1)
+    if den.numel() and not bool((den > 0).all()):
+        raise ValueError("`true` has a sample that is all zero: its relative error is undefined")
+    return reduce_loss((pred - true).flatten(1).norm(dim=1) / den, reduction)
 
 
 @constraints(u="tensor", ndim="option")
@@ -1251,20 +1257,21 @@ def energy_spectrum(u: "torch.Tensor", ndim: int = 1) -> "torch.Tensor":
     nd = _check_ndim(ndim)
     if u.ndim < nd or any(s < 1 for s in u.shape[u.ndim - nd:]):
         raise ValueError(f"`u` must have at least {nd} non-empty axes for ndim={nd}; got shape {tuple(u.shape)}")
+    lead = u.shape[:u.ndim - nd]
+    K = u.shape[-1] // 2 if nd == 1 else int(round(math.hypot(u.shape[-2] // 2, u.shape[-1] // 2)))
+    if u.numel() == 0:  # no field (an empty batch): FFT libraries refuse empty transforms
+        return u.new_zeros((*lead, K + 1))
     if nd == 1:
         L = u.shape[-1]
         p = torch.fft.fft(u, dim=-1, norm="forward").abs().square()
         k = torch.fft.fftfreq(L, d=1.0 / L, device=u.device).abs().round().long()
-        K = L // 2
     else:
         H, W = u.shape[-2:]
         p = torch.fft.fft2(u, dim=(-2, -1), norm="forward").abs().square().flatten(-2)
         ky = torch.fft.fftfreq(H, d=1.0 / H, device=u.device, dtype=torch.float64)
         kx = torch.fft.fftfreq(W, d=1.0 / W, device=u.device, dtype=torch.float64)
         k = torch.sqrt(ky[:, None] ** 2 + kx[None, :] ** 2).round().long().flatten()
-        K = int(round(math.hypot(H // 2, W // 2)))
-    out = p.new_zeros((*p.shape[:-1], K + 1))
-    return out.index_add_(-1, k, p) if p.ndim == 1 else out.index_add(-1, k, p)
+    return p.new_zeros((*lead, K + 1)).index_add(-1, k, p)
 
 
 @constraints(model="callable", u0="tensor", steps="count", grad="bool")
@@ -1298,7 +1305,7 @@ def rollout(model: Callable, u0: "torch.Tensor", steps: int, *, grad: bool = Fal
     if not callable(model):
         raise TypeError(f"`model` must be callable (an nn.Module or a function); got {type(model).__name__}")
     u = check_tensor(u0, "u0")
-    steps = check_int(steps, "steps", minimum=1)
+    steps = check_int(steps, "steps", minimum=1, maximum=C_INT_MAX)
     grad = check_bool(grad, "grad")
     out = []
     with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
