@@ -10,6 +10,9 @@ TokenDrop reaches the loss of plain backpropagation with less activation memory.
 All weights are trained (not LoRA): LoRA on a randomly initialised base does not learn the task in a CPU
 minute, and TokenDrop's split is the same whichever parameters train. The tutorial reports what happened with
 LoRA on a model pre-trained on half of the vocabulary.
+
+The demonstration calls only public functions of :mod:`numtk.torch.tokendrop`, imported from the modules that
+define them (the public module re-exports :func:`demo`, so importing it here would close a cycle).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ LR = 1e-2
 
 
 def _config():
-    from numtk.torch.tokendrop import TinyLlamaConfig
+    from numtk.torch._tinyllama import TinyLlamaConfig
 
     return TinyLlamaConfig(**DEMO_CONFIG)
 
@@ -58,7 +61,8 @@ def train(wrap: dict | None, *, steps: int, batch: int = 32, rng: int = 0, progr
     import torch
 
     from numtk._lib import progress_bar
-    from numtk.torch.tokendrop import TinyLlamaForCausalLM, copy_task, lm_loss, saved_activation_bytes, wrap_model
+    from numtk.torch._tinyllama import TinyLlamaForCausalLM, copy_task, lm_loss
+    from numtk.torch._tokendrop import saved_activation_bytes, wrap_model
 
     model = TinyLlamaForCausalLM(_config(), rng=rng)
     if wrap is not None:
@@ -96,8 +100,8 @@ def memory_sweep(rhos=RHO_SWEEP, *, batch: int = 8, rng: int = 0) -> dict:
     Returns a dict: ``rho`` (the ratios), ``saved_bytes`` (TokenDrop at each), ``dropbp_bytes`` (the mean over
     ``DROPBP_DRAWS`` forwards of DropBP's layer skipping at each keep rate) and ``backprop_bytes``.
     """
-    from numtk.torch.tokendrop import (TinyLlamaForCausalLM, copy_task, lm_loss, saved_activation_bytes,
-                                       unwrap_model, wrap_model)
+    from numtk.torch._tinyllama import TinyLlamaForCausalLM, copy_task, lm_loss
+    from numtk.torch._tokendrop import saved_activation_bytes, unwrap_model, wrap_model
 
     model = TinyLlamaForCausalLM(_config(), rng=rng)
     ids, labels = copy_task(batch, LENGTH, DEMO_CONFIG["vocab_size"], rng=rng + 1)
@@ -179,7 +183,16 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False):
         saved activation bytes of a step; ``memory_ratio`` and ``memory_saving`` against plain backpropagation;
         ``seconds_per_step``, the median, and ``speedup``), ``history`` (per run: the lists ``loss``,
         ``saved_bytes`` and ``seconds``), ``sweep`` (saved bytes against the keep ratio, see
-        :func:`memory_sweep`) and ``wall_time`` (seconds).
+        :func:`memory_sweep`), ``steps`` and ``wall_time`` (seconds).
+
+    Examples
+    --------
+    >>> from numtk.torch.tokendrop import demo
+    >>> res = demo(steps=2)
+    >>> sorted(res.metrics)
+    ['DropBP rho=0.5', 'TokenDrop rho=0.25', 'TokenDrop rho=0.5', 'backprop']
+    >>> res.metrics["TokenDrop rho=0.5"]["memory_ratio"] < 1.0
+    True
     """
     return _demo(steps=steps, rng=rng, progress=progress, batch=32, variants=VARIANTS)
 

@@ -96,6 +96,18 @@ def keep_count(rho: float, length: int) -> int:
     ``rho * length`` is rounded to 9 decimals before the ceiling, so that a ratio written in decimal keeps what
     it says (``0.1 * 10`` is 1.0000000000000000555 in binary: 1 token, not 2).
 
+    Parameters
+    ----------
+    rho : float
+        Keep ratio in (0, 1].
+    length : int
+        Tokens in the sequence.
+
+    Returns
+    -------
+    int
+        ``min(length, max(1, ceil(rho * length)))`` (0 for an empty sequence).
+
     Examples
     --------
     >>> from numtk.torch.tokendrop import keep_count
@@ -845,6 +857,15 @@ def unwrap_model(model: "nn.Module") -> "nn.Module":
     -------
     nn.Module
         ``model`` itself.
+
+    Examples
+    --------
+    >>> from numtk.torch.tokendrop import TinyLlamaConfig, TinyLlamaForCausalLM, unwrap_model, wrap_model
+    >>> model = wrap_model(TinyLlamaForCausalLM(TinyLlamaConfig(num_hidden_layers=2), rng=0))
+    >>> type(model.model.layers[0]).__name__
+    'TokenDropBlock'
+    >>> type(unwrap_model(model).model.layers[0]).__name__
+    'TinyLlamaDecoderLayer'
     """
     layers = _decoder_layers(model)
     for i, b in enumerate(layers):
@@ -903,8 +924,8 @@ def saved_activation_bytes(fn: Callable, *args: Any, **kwargs: Any) -> int:
         # a detached alias is saved: returning ``t`` itself would tie an op's saved output to its own grad_fn in a
         # reference cycle that Python's collector cannot see (the graph, and its memory, would never be freed)
         alias = t.detach()
-        base = t._base if t._base is not None else t
-        if isinstance(base, nn.Parameter) or isinstance(t, nn.Parameter):
+        base = getattr(t, "_base", None)  # torch's base tensor of a view (it has no public accessor)
+        if isinstance(t, nn.Parameter) or isinstance(base, nn.Parameter):
             return alias
         storage = t.untyped_storage()
         key = (str(t.device), storage.data_ptr())
