@@ -427,6 +427,10 @@ class TokenDropBlock(nn.Module):
             raise ValueError("TokenDropBlock needs the rotary tables: the model must call the block with "
                              "`position_embeddings=(cos, sin)` (transformers >= 4.48 does)")
         dense = None
+        if token_mask is None and keep_count(self.rho, T) == T:  # every token kept: the dense block itself
+            out = self.block(hidden_states, *args, **kwargs)
+            self._record(x, _first(out), torch.ones((B, T), dtype=torch.bool, device=x.device))
+            return out
         if token_mask is None:
             base = state.scores
             if base is None:  # nothing scored yet: score this block's own residual updates, without autograd
