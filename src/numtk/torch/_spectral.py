@@ -86,6 +86,14 @@ def _times(t: Any, name: str, like: "torch.Tensor") -> "torch.Tensor":
     return torch.full((B,), value, dtype=like.dtype, device=like.device)
 
 
+def _is_uniform(t2: Any) -> bool:
+    """``t2 == 'uniform'``; another string is an error naming ``t2``."""
+    if isinstance(t2, str):
+        check_option(t2, "t2", ("uniform",))
+        return True
+    return False
+
+
 def _expand_time(t: "torch.Tensor", x: "torch.Tensor") -> "torch.Tensor":
     """(B,) times broadcast over the trailing dimensions of ``x``."""
     return t.reshape(t.shape + (1,) * (x.ndim - 1))
@@ -516,7 +524,7 @@ def _spectral_pair(z1: "torch.Tensor", z2: "torch.Tensor", *, mu: float, clip: b
     return reduce_loss(terms, reduction)
 
 
-@constraints(hidden_fn="callable", x0="tensor", t1=("prob", "tensor"), t2=("prob", "tensor"),
+@constraints(hidden_fn="callable", x0="tensor", t1=("prob", "tensor"), t2=("prob", "tensor", "option"),
              projector="callable", target=("tensor", "callable"), mu="real>0", clip="bool", same_noise="bool",
              tokens="option", reduction="option", rng="rng")
 def spectral_alignment_loss(hidden_fn: Callable, x0: "torch.Tensor", *, t1: Any, t2: Any = None,
@@ -532,7 +540,7 @@ def spectral_alignment_loss(hidden_fn: Callable, x0: "torch.Tensor", *, t1: Any,
 
     .. math:: L = L_{spec}\big(h_\phi(h(x_{t_1}, t_1)),\ h_\phi(h(x'_{t_2}, t_2))\big),
 
-    with independent noises :math:`\varepsilon, \varepsilon'` (and t2 = t1 when t2 is None). With a ``target``
+    with independent noises :math:`\varepsilon, \varepsilon'` (t2 = t1 when t2 is None). With a ``target``
     ("spectral REPA") the second view is a frozen encoder's features of the clean sample,
     :math:`L_{spec}(h_\phi(h(x_{t_1}, t_1)), y(x_0))`: REPA's pairing with the spectral loss in place of the
     negative cosine.
@@ -553,9 +561,9 @@ def spectral_alignment_loss(hidden_fn: Callable, x0: "torch.Tensor", *, t1: Any,
         Clean data.
     t1 : float or torch.Tensor
         Time(s) of the first view, in [0, 1] (t = 1 is noise), one or one per item (shape (B,)).
-    t2 : float or torch.Tensor, optional
-        Time(s) of the second view; None: those of the first (two noise draws at one level). Not used with a
-        ``target``.
+    t2 : float, torch.Tensor or 'uniform', optional
+        Time(s) of the second view; None: those of the first (two noise draws at one level); ``'uniform'``: drawn
+        uniformly on [0, 1] per item, independently of ``t1`` (two noise levels). Not used with a ``target``.
     projector : callable or None
         Maps hidden states (..., D) to embeddings (..., k) (:func:`build_projector`); None uses ``h`` itself.
     target : torch.Tensor or callable, optional
@@ -609,12 +617,15 @@ def spectral_alignment_loss(hidden_fn: Callable, x0: "torch.Tensor", *, t1: Any,
     check_reduction(reduction)
     check_real(mu, "mu", low=0.0, low_open=True)
     ta = _times(t1, "t1", x0)
-    tb = ta if t2 is None else _times(t2, "t2", x0)
+    uniform_t2 = _is_uniform(t2)
+    tb = ta if t2 is None or uniform_t2 else _times(t2, "t2", x0)
     if same_noise and t2 is None and target is None:
         raise ValueError("`same_noise` needs `t2` (with one time and one noise the two views coincide)")
     if target is not None and not isinstance(target, torch.Tensor):
         _check_callable(target, "target")
     gen = torch_generator(rng, device=x0.device)
+    if uniform_t2:
+        tb = torch.rand(x0.shape[0], generator=gen, dtype=x0.dtype, device=x0.device)
     eps = _gaussian_noise(x0, gen)
     xa = (1.0 - _expand_time(ta, x0)) * x0 + _expand_time(ta, x0) * eps
     z1 = _project(projector, _hidden(hidden_fn, xa, ta, "hidden_fn"))
@@ -649,10 +660,11 @@ def _model_outputs(model: Any, x: "torch.Tensor", t: "torch.Tensor", need_hidden
 
 
 @constraints(model="callable", x0="tensor", regularizer="option", lam="real>=0", projector="callable",
-             target=("tensor", "callable"), t=("prob", "tensor"), t2=("prob", "tensor"), mu="real>0", clip="bool",
+             target=("tensor", "callable"), t=("prob", "tensor"), t2=("prob", "tensor", "option"), mu="real>0",
+             clip="bool",
              tokens="option", rng="rng")
 def diffusion_loss(model: Callable, x0: "torch.Tensor", *, regularizer: str | None = None, lam: float = 0.5,
-                   projector: Callable | None = None, target: Any = None, t: Any = None, t2: Any = None,
+                   projector: Callable | None = None, target: Any = None, t: Any = None, t2: Any = "uniform",
                    mu: float = 1.0, clip: bool = True, tokens: str = "flatten", rng: Any = None) -> Result:
     r"""The denoising loss of a v-prediction diffusion model with an optional alignment term.
 
@@ -669,8 +681,9 @@ def diffusion_loss(model: Callable, x0: "torch.Tensor", *, regularizer: str | No
     * ``'repa'``: :func:`repa_loss` of the projected hidden state against ``target`` (REPA; its lam is 0.5);
     * ``'spectral'``: the spectral alignment of :func:`spectral_alignment_loss`; the first view is the
       denoising pass itself (its hidden state is reused), the second a second forward pass on an independent
-      noising of the same :math:`x_0` at ``t2`` (None: the same t). The second pass's prediction is not part of
-      the denoising loss, so the denoising term is the plain one, on the same draws;
+      noising of the same :math:`x_0` at ``t2`` (by default an independent uniform time: two noise levels). The
+      second pass's prediction is not part of the denoising loss, so the denoising term is the plain one, on
+      the same draws;
     * ``'spectral_repa'``: the spectral loss between the projected hidden state and ``target`` (no second
       pass).
 
@@ -696,8 +709,10 @@ def diffusion_loss(model: Callable, x0: "torch.Tensor", *, regularizer: str | No
         or a callable ``target(x0)`` run under ``torch.no_grad()``.
     t : float or torch.Tensor, optional
         Times of the denoising pass, in [0, 1], one or one per item; None draws them uniformly.
-    t2 : float or torch.Tensor, optional
-        Times of the second view of ``'spectral'``; None: the same as ``t``.
+    t2 : float, torch.Tensor, 'uniform' or None, default 'uniform'
+        Times of the second view of ``'spectral'``: ``'uniform'`` draws them uniformly and independently of
+        ``t`` (two noise levels); None uses ``t`` itself (two noise draws at one level). The default is the
+        pairing that helped in :func:`demo`: at one level, the regulariser raised the denoising loss there.
     mu, clip : float, bool
         Of the spectral loss (:func:`spectral_contrastive_loss`).
     tokens : {'flatten', 'mean'}, default 'flatten'
@@ -755,7 +770,8 @@ def diffusion_loss(model: Callable, x0: "torch.Tensor", *, regularizer: str | No
     gen = torch_generator(rng, device=x0.device)
     B = x0.shape[0]
     ta = torch.rand(B, generator=gen, dtype=x0.dtype, device=x0.device) if t is None else _times(t, "t", x0)
-    tb = ta if t2 is None else _times(t2, "t2", x0)
+    uniform_t2 = _is_uniform(t2)
+    tb = ta if t2 is None or uniform_t2 else _times(t2, "t2", x0)
     eps = _gaussian_noise(x0, gen)
     x_t, v_target = linear_interpolant(x0, eps, ta)
     pred, hidden = _model_outputs(model, x_t, ta, regularizer is not None)
@@ -773,6 +789,8 @@ def diffusion_loss(model: Callable, x0: "torch.Tensor", *, regularizer: str | No
                                reduction="mean", name2="target")
     elif regularizer == "spectral":
         z1 = _project(projector, hidden)
+        if uniform_t2:
+            tb = torch.rand(B, generator=gen, dtype=x0.dtype, device=x0.device)
         x_b, _ = linear_interpolant(x0, _gaussian_noise(x0, gen), tb)
         _, hidden_b = _model_outputs(model, x_b, tb, True)
         align = _spectral_pair(z1, _project(projector, hidden_b), mu=mu, clip=clip, tokens=tokens,
