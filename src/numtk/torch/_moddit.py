@@ -955,14 +955,17 @@ class OnlineMaskState:
 
     @constraints(step="int>=0")
     def is_dense(self, step: int) -> bool:
-        """Whether step ``step`` runs full attention: ``step < warmup`` or ``(step - warmup) % predict_T ==
-        predict_T - 1``."""
+        """Whether step ``step`` runs full attention.
+
+        True for the warm-up steps (``step < warmup``) and for the last step of every interval
+        (``(step - warmup) % predict_T == predict_T - 1``).
+        """
         step = check_int(step, "step", minimum=0, maximum=C_INT_MAX)
         return step < self.warmup or (step - self.warmup) % self.predict_T == self.predict_T - 1
 
     @constraints(num_steps="count")
     def dense_steps(self, num_steps: int) -> list[int]:
-        """The full-attention steps among ``0 .. num_steps - 1``."""
+        """The full-attention steps among the first ``num_steps`` steps, ``range(num_steps)``."""
         num_steps = check_int(num_steps, "num_steps", minimum=1, maximum=C_INT_MAX)
         first = list(range(min(self.warmup, num_steps)))
         later = range(self.warmup + self.predict_T - 1, num_steps, self.predict_T)
