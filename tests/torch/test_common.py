@@ -22,10 +22,11 @@ def test_the_bridge_is_an_area_whose_modules_load_on_first_access():
     proc = _fresh("import sys, numtk, numtk.torch; print('torch' in sys.modules, numtk.torch.__all__); "
                   "numtk.torch.llep; print('torch' in sys.modules, 'numtk.torch.llep' in sys.modules)")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split("\n")[:2] == ["False ['llep', 'puzzle']", "True True"]
+    names = ["llep", "puzzle", "tokendrop", "moddit", "mswt", "spectral"]
+    assert proc.stdout.split("\n")[:2] == [f"False {names}", "True True"]
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         numtk.torch.nope
-    assert dir(numtk.torch) == ["llep", "puzzle"]
+    assert dir(numtk.torch) == names
 
 
 def test_without_torch_the_bridge_says_which_extra_to_install():
@@ -110,3 +111,12 @@ def test_the_helpers_examples_run():
 
     result = doctest.testmod(_common, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_the_finiteness_check_records_no_graph():
+    # checking a tensor that requires grad must not leave a graph behind (saved-tensor hooks would count it)
+    x = torch.ones(4, requires_grad=True)
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        check_tensor(x, "x")
+    assert saved == []

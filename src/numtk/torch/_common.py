@@ -117,9 +117,16 @@ def check_tensor(t: Any, name: str, *, ndim: int | None = None, shape: Sequence[
         raise TypeError(f"`{name}` must have dtype {dtype}; got {t.dtype}")
     if device is not None and t.device != torch.device(device):
         raise ValueError(f"`{name}` must be on device {torch.device(device)}; got {t.device}")
-    if finite and t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):
+    if finite and t.is_floating_point() and t.numel() and not _all_finite(t):
         raise ValueError(f"`{name}` must be finite (it holds NaN or infinity)")
     return t
+
+
+def _all_finite(t: "torch.Tensor") -> bool:
+    # under no_grad: on a tensor that requires grad, the check would otherwise record a graph (and a
+    # saved-tensor hook would count it as an activation)
+    with torch.no_grad():
+        return bool(torch.isfinite(t).all())
 
 
 def check_same_device(**tensors: "torch.Tensor") -> "torch.device":
