@@ -22,8 +22,6 @@ from __future__ import annotations
 import os
 import time
 
-import numpy as np
-
 from benchmarks._timing import interleaved
 
 __all__ = ["compare", "problem", "row_mask", "lines_mask", "SWEEP"]

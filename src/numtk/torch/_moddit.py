@@ -22,7 +22,7 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-from typing import Any, Sequence
+from typing import Any
 
 from numtk._lib import Result
 from numtk._lib._constraints import constraints
@@ -852,7 +852,8 @@ def block_sparse_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tenso
     >>> bool(torch.allclose(out, masked_dense_attention(q, k, v, mask, 16), rtol=1e-12, atol=1e-12))
     True
     >>> full = torch.ones(4, 4, dtype=torch.bool)
-    >>> torch.equal(block_sparse_attention(q, k, v, full, 16), torch.nn.functional.scaled_dot_product_attention(q, k, v))
+    >>> dense = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    >>> torch.equal(block_sparse_attention(q, k, v, full, 16), dense)
     True
     """
     q, k, v = _qkv(q, k, v)
