@@ -52,7 +52,9 @@ REG = 1e-5
 def _finite(t: "torch.Tensor", name: str) -> None:
     """Refuse NaN and infinity in one reduction when the sum is finite (no temporary as large as ``t``); the
     element-wise check only when the sum is not (non-finite values, or a sum that overflows)."""
-    if t.numel() and not bool(torch.isfinite(t.sum())) and not bool(torch.isfinite(t).all()):
+    with torch.no_grad():                          # a check, not part of any graph
+        bad = t.numel() and not bool(torch.isfinite(t.sum())) and not bool(torch.isfinite(t).all())
+    if bad:
         raise ValueError(f"`{name}` must be finite (it holds NaN or infinity)")
 
 
