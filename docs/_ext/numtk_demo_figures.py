@@ -162,7 +162,7 @@ FIGURES: dict[str, DemoFigure] = {
     "moddit": DemoFigure(_moddit, ("run",),
                          "the quick setting of the demo (8 frames of 128 tokens in blocks of 16: a 64 x 64 block map, "
                          "24 steps, top_k 8), as ``python -m numtk demo moddit --plot FILE`` draws it; ``--full`` "
-                         "runs 12 frames (a 96 x 96 map) and 42 steps"),
+                         "runs 10 frames (an 80 x 80 map) and 42 steps"),
     "tokendrop": DemoFigure(_tokendrop, ("run",),
                             "the quick setting of the demo (backpropagation and TokenDrop at rho 0.5 and 0.25, 40 steps "
                             "of batches of 16), as ``python -m numtk demo tokendrop --plot FILE`` draws it; ``--full`` "

@@ -33,7 +33,7 @@ HEADS = (
     dict(local=9.0, spatial=7.0, sink=7.0, frame=3.0, noise=1.5),
 )
 #: the demo's sizes: (frames, tokens per frame, block, top_k, steps), default and quick
-DEFAULT = dict(frames=12, tokens_per_frame=128, block=16, top_k=12, steps=42)
+DEFAULT = dict(frames=10, tokens_per_frame=128, block=16, top_k=10, steps=42)
 QUICK = dict(frames=8, tokens_per_frame=128, block=16, top_k=8, steps=24)
 #: MOD-DiT's full-attention warm-up steps (the state's default)
 WARMUP = 12
@@ -137,10 +137,10 @@ def _rel_error(out: Any, ref: Any) -> Any:
 def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quick: bool = False) -> Result:
     """MOD-DiT on planted structured attention: its predicted masks against random and static masks.
 
-    Runs :func:`planted_steps` (4 heads; 12 frames of 128 tokens in blocks of 16: L = 1536, a 96 x 96 block
+    Runs :func:`planted_steps` (4 heads; 10 frames of 128 tokens in blocks of 16: L = 1280, an 80 x 80 block
     map, 8 blocks per frame; ``quick``: 8 frames, a 64 x 64 map) through
     :class:`~numtk.torch.moddit.OnlineMaskState` with the paper's schedule (12 full-attention warm-up steps,
-    intervals of 10) and ``top_k`` 12 lines (quick: 8). At every sparse step the attention output under three
+    intervals of 10) and ``top_k`` 10 lines (quick: 8). At every sparse step the attention output under three
     masks is compared with the dense output: MOD-DiT's current mask, a random mask and a static band mask (the
     blocks nearest the diagonal), the latter two with the same number of kept blocks per head as MOD-DiT's.
 
