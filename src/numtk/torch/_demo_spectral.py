@@ -361,14 +361,16 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, seed
             Per variant (means over the seeds): ``denoise`` (final held-out denoising loss), ``denoise_ratio``
             (to plain's), ``excess`` (final ``||v - v*||^2 / 2``), ``probe`` (transfer probe accuracy),
             ``probe_same_t``, ``mmd``, ``near_mode``, ``modes``, ``steps_to_plain`` (steps at which the mean
-            excess curve reaches plain's final excess error), ``speedup`` (steps / steps_to_plain),
+            excess curve reaches plain's final excess error; None if it does not), ``speedup``
+            (steps / steps_to_plain, None likewise),
             ``seconds_per_step`` and ``time_ratio`` (over plain's; timed apart from the runs, the variants
             interleaved), and the per-seed lists ``denoise_seeds``,
             ``excess_seeds``, ``probe_seeds``; also ``optimal_denoise`` (the loss of v*), ``bayes_probe`` (the Bayes
             accuracy at the probe's test times, averaged), ``steps``, ``seeds``.
         history : dict of lists
             ``step`` (the checkpoints), ``probe_step`` (those where the probe was fitted: every other one and
-            the last) and, per variant, ``<variant>/excess``, ``/denoise``, ``/align`` (at ``step``) and
+            the last) and, per variant, ``<variant>/excess``, ``/denoise``, ``/align`` (at ``step``; the
+            alignment term before lam, for the variants that have one) and
             ``/probe`` (at ``probe_step``), means over the seeds.
         wall_time : float
             Seconds.
@@ -405,16 +407,17 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, seed
     metrics: dict[str, Any] = {"steps": steps, "seeds": seeds, "optimal_denoise": ev.optimal,
                                "bayes_probe": float(np.mean([bayes_accuracy(t) for t in PROBE_TEST_T]))}
     for v, rs in runs.items():
-        for key in ("excess", "denoise", "probe", "align"):
-            history[f"{v}/{key}"] = list(np.mean([r[key] for r in rs], axis=0))
+        for key in ("excess", "denoise", "probe") + (("align",) if VARIANTS[v][0] else ()):
+            history[f"{v}/{key}"] = [float(x) for x in np.mean([r[key] for r in rs], axis=0)]
     plain_final = history["plain/excess"][-1]
     for v, rs in runs.items():
         to_plain = _steps_to(checkpoints, history[f"{v}/excess"], plain_final)
         m = {key: float(np.mean([r[key][-1] for r in rs])) for key in ("denoise", "excess", "probe")}
         m.update({key: float(np.mean([r[key] for r in rs])) for key in ("probe_same_t", "mmd", "near_mode", "modes")})
         m.update(denoise_seeds=[r["denoise"][-1] for r in rs], excess_seeds=[r["excess"][-1] for r in rs],
-                 probe_seeds=[r["probe"][-1] for r in rs], steps_to_plain=to_plain,
-                 speedup=steps / to_plain if to_plain > 0 else math.inf,
+                 probe_seeds=[r["probe"][-1] for r in rs],
+                 steps_to_plain=to_plain if math.isfinite(to_plain) else None,
+                 speedup=steps / to_plain if math.isfinite(to_plain) and to_plain > 0 else None,
                  seconds_per_step=step_time[v], time_ratio=step_time[v] / step_time["plain"])
         metrics[v] = m
     for v in runs:
@@ -475,7 +478,7 @@ def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]
         "steps to plain  time/step")
     for v in (k for k in VARIANTS if k in m):
         r = m[v]
-        reach = f"{r['steps_to_plain']:.0f}" if math.isfinite(r["steps_to_plain"]) else "not reached"
+        reach = "not reached" if r["steps_to_plain"] is None else f"{r['steps_to_plain']:.0f}"
         out(f"  {_LABELS[v]:<42} {r['denoise']:.4f} ({r['denoise_ratio']:.3f})  {r['excess']:.4f}  "
             f"{r['probe']:.3f}  {r['probe_same_t']:.3f}    {r['mmd']:.4f}  {r['near_mode']:.2f}  "
             f"{reach:>14}  {r['time_ratio']:.2f}x")
@@ -498,6 +501,6 @@ def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]
                                   f"{m['repa']['excess']:.3f}" if "repa" in m else
                                   f"denoise x{r['denoise_ratio']:.3f} of plain",
                      "speed": f"{r['time_ratio']:.2f}x time/step, plain's final error at step "
-                              f"{r['steps_to_plain']:.0f}" if math.isfinite(r["steps_to_plain"]) else
+                              f"{r['steps_to_plain']:.0f}" if r["steps_to_plain"] is not None else
                               f"{r['time_ratio']:.2f}x time/step"})
     return rows

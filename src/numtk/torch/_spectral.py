@@ -288,9 +288,25 @@ def spectral_population_loss(F: "torch.Tensor", W: "torch.Tensor", *, form: str 
 # --------------------------------------------------------------------------------------------------
 # REPA
 # --------------------------------------------------------------------------------------------------
-def _project(projector: Any, h: "torch.Tensor", name: str = "projector") -> "torch.Tensor":
+def _check_module_input(module: Any, t: "torch.Tensor", name_module: str, name_tensor: str) -> None:
+    """An nn.Module's first parameter has the dtype and device of the tensor it is given (else a clear error
+    instead of torch's matmul message)."""
+    if not isinstance(module, torch.nn.Module):
+        return
+    param = next(module.parameters(), None)
+    if param is None:
+        return
+    if param.dtype != t.dtype:
+        raise TypeError(f"`{name_tensor}` has dtype {t.dtype} but `{name_module}` has {param.dtype} parameters; "
+                        f"convert one (e.g. {name_module}.to({t.dtype}))")
+    if param.device != t.device:
+        raise ValueError(f"`{name_tensor}` is on {t.device} but `{name_module}` has parameters on {param.device}")
+
+
+def _project(projector: Any, h: "torch.Tensor", name: str = "projector", name_h: str = "h") -> "torch.Tensor":
     if projector is None:
         return h
+    _check_module_input(projector, h, name, name_h)
     z = projector(h)
     if not isinstance(z, torch.Tensor):
         raise TypeError(f"`{name}` must return a torch.Tensor; got {type(z).__name__}")
@@ -608,8 +624,10 @@ def spectral_alignment_loss(hidden_fn: Callable, x0: "torch.Tensor", *, t1: Any,
     """
     _check_callable(hidden_fn, "hidden_fn")
     check_tensor(x0, "x0")
-    if x0.ndim < 1:
-        raise ValueError("`x0` must have a batch dimension, shape (B, ...); got a 0-D tensor")
+    if x0.ndim < 1 or x0.shape[0] < 2:
+        raise ValueError(f"`x0` must be a batch of at least 2 items, shape (B, ...) (the spectral loss takes its "
+                         f"negatives from the other items); got shape {tuple(x0.shape)}")
+    _check_module_input(hidden_fn, x0, "hidden_fn", "x0")
     projector = _check_callable(projector, "projector", optional=True)
     clip = check_bool(clip, "clip")
     same_noise = check_bool(same_noise, "same_noise")
@@ -628,13 +646,13 @@ def spectral_alignment_loss(hidden_fn: Callable, x0: "torch.Tensor", *, t1: Any,
         tb = torch.rand(x0.shape[0], generator=gen, dtype=x0.dtype, device=x0.device)
     eps = _gaussian_noise(x0, gen)
     xa = (1.0 - _expand_time(ta, x0)) * x0 + _expand_time(ta, x0) * eps
-    z1 = _project(projector, _hidden(hidden_fn, xa, ta, "hidden_fn"))
+    z1 = _project(projector, _hidden(hidden_fn, xa, ta, "hidden_fn"), name_h="the hidden states")
     if target is not None:
         return _spectral_pair(z1, _target_features(target, x0), mu=mu, clip=clip, tokens=tokens,
                               reduction=reduction, name2="target")
     eps2 = eps if same_noise else _gaussian_noise(x0, gen)
     xb = (1.0 - _expand_time(tb, x0)) * x0 + _expand_time(tb, x0) * eps2
-    z2 = _project(projector, _hidden(hidden_fn, xb, tb, "hidden_fn"))
+    z2 = _project(projector, _hidden(hidden_fn, xb, tb, "hidden_fn"), name_h="the hidden states")
     return _spectral_pair(z1, z2, mu=mu, clip=clip, tokens=tokens, reduction=reduction, name2="hidden_fn")
 
 
@@ -757,7 +775,13 @@ def diffusion_loss(model: Callable, x0: "torch.Tensor", *, regularizer: str | No
         raise ValueError(f"`x0` must be a non-empty batch, shape (B, ...); got {tuple(x0.shape)}")
     if regularizer is not None:
         check_option(regularizer, "regularizer", _REGULARIZERS[1:])
+        if regularizer.startswith("spectral") and x0.shape[0] < 2:
+            raise ValueError(f"`x0` must be a batch of at least 2 items for regularizer={regularizer!r} (the "
+                             f"spectral loss takes its negatives from the other items); got shape {tuple(x0.shape)}")
+    _check_module_input(model, x0, "model", "x0")
     lam = check_real(lam, "lam", low=0.0)
+    if lam > torch.finfo(x0.dtype).max:
+        raise ValueError(f"`lam` must be at most the largest {x0.dtype} ({torch.finfo(x0.dtype).max:g}); got {lam!r}")
     projector = _check_callable(projector, "projector", optional=True)
     clip = check_bool(clip, "clip")
     tokens = check_option(tokens, "tokens", _TOKENS)
@@ -782,13 +806,14 @@ def diffusion_loss(model: Callable, x0: "torch.Tensor", *, regularizer: str | No
         if y.shape[:-1] != hidden.shape[:-1]:
             raise ValueError(f"`target` must have the leading dimensions of the hidden states, "
                              f"{tuple(hidden.shape[:-1])}; got {tuple(y.shape)}")
+        _check_module_input(projector, hidden, "projector", "the hidden states")
         align = repa_loss(hidden, y, projector)
     elif regularizer == "spectral_repa":
-        z1 = _project(projector, hidden)
+        z1 = _project(projector, hidden, name_h="the hidden states")
         align = _spectral_pair(z1, _target_features(target, x0), mu=mu, clip=clip, tokens=tokens,
                                reduction="mean", name2="target")
     elif regularizer == "spectral":
-        z1 = _project(projector, hidden)
+        z1 = _project(projector, hidden, name_h="the hidden states")
         if uniform_t2:
             tb = torch.rand(B, generator=gen, dtype=x0.dtype, device=x0.device)
         x_b, _ = linear_interpolant(x0, _gaussian_noise(x0, gen), tb)
