@@ -277,7 +277,7 @@ def test_repa_loss_matches_the_per_sample_average_of_siloss():
     assert abs(float(repa_loss(h, z, proj).detach()) - total / 4) < 1e-13
     none = repa_loss(h, z, proj, reduction="none")
     assert none.shape == (4, 5)
-    assert abs(float(repa_loss(h, z, proj, reduction="sum")) - float(none.sum())) < 1e-12
+    assert abs(float(repa_loss(h, z, proj, reduction="sum").detach()) - float(none.sum().detach())) < 1e-12
 
 
 def test_repa_loss_validation_and_gradient():
@@ -438,8 +438,10 @@ def test_spectral_alignment_gradients_and_validation():
         spectral_alignment_loss(hidden, x0, t1=0.3, projector=proj, target=torch.randn(10, 3, dtype=F64))
     with pytest.raises(ValueError, match="`tokens`"):
         spectral_alignment_loss(hidden, x0, t1=0.3, projector=proj, tokens="all")
-    with pytest.raises(ValueError, match="at least 2 samples"):
+    with pytest.raises(ValueError, match="`x0` must be a batch of at least 2 items"):
         spectral_alignment_loss(hidden, x0[:1], t1=0.3, projector=proj)
+    with pytest.raises(TypeError, match="`projector` has torch.float32 parameters"):
+        spectral_alignment_loss(hidden, x0, t1=0.3, projector=build_projector(8, 4, hidden=8, rng=0))
 
 
 def test_diffusion_loss_terms():
