@@ -121,6 +121,11 @@ def _tokendrop(demo, path: str) -> None:
     demo.run(quick=True, out=_silent, plot=path)
 
 
+def _mswt(demo, path: str) -> None:
+    # the demo at its quick setting (16 training trajectories, 100 steps of 16 pairs per model), as the tour runs it
+    demo.run(quick=True, out=_silent, plot=path)
+
+
 @dataclass(frozen=True)
 class DemoFigure:
     """How the docs draw one demo's figure."""
@@ -167,6 +172,10 @@ FIGURES: dict[str, DemoFigure] = {
                             "the quick setting of the demo (backpropagation and TokenDrop at rho 0.5 and 0.25, 40 steps "
                             "of batches of 16), as ``python -m numtk demo tokendrop --plot FILE`` draws it; ``--full`` "
                             "trains 120 steps of batches of 32 and adds DropBP"),
+    "mswt": DemoFigure(_mswt, ("run",),
+                       "the quick setting of the demo (16 training and 4 held-out Kuramoto-Sivashinsky trajectories, "
+                       "100 steps of 16 pairs per model), as ``python -m numtk demo mswt --plot FILE`` draws it; "
+                       "``--full`` trains 200 steps of 32 pairs on 32 trajectories"),
 }
 
 

@@ -43,17 +43,28 @@ _WAVELET_HINT = ("'haar', 'db1'..'db38', 'sym2'..'sym20', 'coif1'..'coif17', a p
 # ==================================================================================================
 # filters
 # ==================================================================================================
-_BANKS: dict[str, tuple] = {}
+class _Bank:
+    """A filter bank: ``filters`` (dec_lo, dec_hi, rec_lo, rec_hi) as float64 arrays, ``length`` and a hashable
+    ``key`` (the name, or the coefficients) for the caches."""
+
+    __slots__ = ("key", "filters", "length")
+
+    def __init__(self, key: Any, filters: tuple) -> None:
+        self.key, self.filters, self.length = key, filters, filters[0].size
 
 
-def _bank(wavelet: Any, name: str = "wavelet") -> tuple[Any, tuple[np.ndarray, ...]]:
-    """(cache key, (dec_lo, dec_hi, rec_lo, rec_hi) as float64 arrays) of a wavelet argument."""
+_BANKS: dict[str, _Bank] = {}
+
+
+def _bank(wavelet: Any, name: str = "wavelet") -> _Bank:
+    """The filter bank of a wavelet argument (a name, a pywt.Wavelet-like object or four sequences)."""
     if isinstance(wavelet, str):
         if wavelet not in SCALING_FILTERS:
             raise ValueError(f"`{name}` must be {_WAVELET_HINT}; got {wavelet!r}")
         if wavelet not in _BANKS:
-            _BANKS[wavelet] = tuple(np.array(f, dtype=np.float64) for f in filter_bank(SCALING_FILTERS[wavelet]))
-        return wavelet, _BANKS[wavelet]
+            _BANKS[wavelet] = _Bank(wavelet, tuple(np.array(f, dtype=np.float64)
+                                                   for f in filter_bank(SCALING_FILTERS[wavelet])))
+        return _BANKS[wavelet]
     bank = getattr(wavelet, "filter_bank", wavelet)
     if isinstance(bank, (str, bytes)) or not isinstance(bank, Sequence) or len(bank) != 4:
         raise TypeError(f"`{name}` must be {_WAVELET_HINT}; got {type(wavelet).__name__}")
@@ -69,8 +80,7 @@ def _bank(wavelet: Any, name: str = "wavelet") -> tuple[Any, tuple[np.ndarray, .
         out.append(arr)
     if len({f.size for f in out}) != 1:
         raise ValueError(f"`{name}`: the four filters must have one length; got {[f.size for f in out]}")
-    key = tuple(tuple(f.tolist()) for f in out)
-    return key, tuple(out)
+    return _Bank(tuple(tuple(f.tolist()) for f in out), tuple(out))
 
 
 @constraints(wavelet="option")
@@ -108,7 +118,7 @@ def wavelet_filters(wavelet: Any = "haar") -> tuple[tuple[float, ...], ...]:
     if not isinstance(wavelet, str):
         raise ValueError(f"`wavelet` must be one of {', '.join(repr(w) for w in WAVELETS[:3])}, ... "
                          f"(numtk.torch.mswt.WAVELETS); got {wavelet!r}")
-    return tuple(tuple(float(v) for v in f) for f in _bank(wavelet)[1])
+    return tuple(tuple(float(v) for v in f) for f in _bank(wavelet).filters)
 
 
 # ==================================================================================================
@@ -285,8 +295,8 @@ class _Up(torch.autograd.Function):
         return ga, gd, None, None
 
 
-def _analysis(x: "torch.Tensor", bank: tuple, mode: str, dim: int) -> tuple["torch.Tensor", "torch.Tensor"]:
-    """Approximation and detail of ``x`` along ``dim``, as ``pywt.dwt`` along that axis.
+def _analysis_poly(x: "torch.Tensor", bank: tuple, mode: str, dim: int) -> tuple["torch.Tensor", "torch.Tensor"]:
+    """Approximation and detail of ``x`` along ``dim``, as ``pywt.dwt`` along that axis (polyphase form).
 
     Non-periodic modes: ``out[o] = sum_j h[j] x_ext[2 o + 1 - j]`` for ``o < (N + F - 1) // 2``.
     Periodization: odd lengths gain a copy of the last sample; ``out[o] = sum_j h[j] x[(2 o + F/2 - j) mod N]``.
@@ -306,8 +316,9 @@ def _analysis(x: "torch.Tensor", bank: tuple, mode: str, dim: int) -> tuple["tor
     return _Down.apply(xe, w, dim)
 
 
-def _synthesis(a: "torch.Tensor", d: "torch.Tensor", bank: tuple, mode: str, dim: int) -> "torch.Tensor":
-    """The signal of approximation ``a`` and detail ``d`` along ``dim``, as ``pywt.idwt`` along that axis.
+def _synthesis_poly(a: "torch.Tensor", d: "torch.Tensor", bank: tuple, mode: str, dim: int) -> "torch.Tensor":
+    """The signal of approximation ``a`` and detail ``d`` along ``dim``, as ``pywt.idwt`` along that axis
+    (polyphase form).
 
     Non-periodic modes: ``y[t] = z[t + F - 2]`` for ``t < 2 n - F + 2``, ``z`` the upsampled coefficients
     convolved with ``rec_lo``, ``rec_hi``. Periodization: ``y[m] = sum_o c[o mod n] g[m + F/2 - 1 - 2 o]``, ``m < 2 n``.
@@ -320,6 +331,71 @@ def _synthesis(a: "torch.Tensor", d: "torch.Tensor", bank: tuple, mode: str, dim
         z = _Up.apply(_extend(a, dim, "periodic", P, P), _extend(d, dim, "periodic", P, P), w, dim)
         return z.narrow(dim, Fl // 2 - 1 + 2 * P, 2 * n)
     return _Up.apply(a, d, w, dim).narrow(dim, Fl - 2, 2 * n - Fl + 2)
+
+
+# --------------------------------------------------------------------------------------------------
+# short axes: one matrix product. The level along an axis of N samples is a linear map; for N up to DENSE_TAPS
+# times the filter length (and DENSE_MAX) a dense (2n x N) matrix, built once per wavelet, mode and length by
+# running the polyphase form on the identity, multiplies faster than the F strided passes (BLAS against
+# memory-bound elementwise passes), and its autograd is a matrix product too.
+# --------------------------------------------------------------------------------------------------
+DENSE_TAPS = 32
+DENSE_MAX = 1024
+_MATRICES: dict[tuple, "torch.Tensor"] = {}
+
+
+def _dense(N: int, Fl: int) -> bool:
+    return N <= min(DENSE_TAPS * Fl, DENSE_MAX)
+
+
+def _matrix(key: Any, bank: tuple, mode: str, N: int, kind: str, like: "torch.Tensor") -> "torch.Tensor":
+    """The analysis matrix (2n x N: approximation rows, then detail rows) or the synthesis matrix (M x 2n) of
+    one level along an axis of ``N`` samples (coefficients, for the synthesis), on ``like``'s dtype and device."""
+    k = (key, mode, N, kind, like.dtype, like.device)
+    M = _MATRICES.get(k)
+    if M is None:
+        base = _MATRICES.get((key, mode, N, kind, torch.float64, torch.device("cpu")))
+        if base is None:
+            eye = torch.eye(N, dtype=torch.float64)
+            with torch.no_grad():
+                if kind == "analysis":
+                    a, d = _analysis_poly(eye, bank, mode, -1)  # rows: unit inputs
+                    base = torch.cat([a, d], dim=-1).T.contiguous()
+                else:
+                    zero = torch.zeros_like(eye)
+                    base = torch.cat([_synthesis_poly(eye, zero, bank, mode, -1),
+                                      _synthesis_poly(zero, eye, bank, mode, -1)], dim=0).T.contiguous()
+        M = base.to(dtype=like.dtype, device=like.device)
+        if len(_MATRICES) > 512:
+            _MATRICES.clear()
+        _MATRICES[k] = M
+        _MATRICES[(key, mode, N, kind, torch.float64, torch.device("cpu"))] = base
+    return M
+
+
+def _analysis(x: "torch.Tensor", bank: "_Bank", mode: str, dim: int) -> tuple["torch.Tensor", "torch.Tensor"]:
+    """Approximation and detail of ``x`` along ``dim`` (-1 or -2), as ``pywt.dwt`` along that axis."""
+    N = x.shape[dim]
+    if not _dense(N, bank.length):
+        return _analysis_poly(x, bank.filters, mode, dim)
+    M = _matrix(bank.key, bank.filters, mode, N, "analysis", x)
+    n = M.shape[0] // 2
+    if dim == -1:
+        y = torch.matmul(x, M.T)
+        return y[..., :n], y[..., n:]
+    y = torch.matmul(M, x)
+    return y[..., :n, :], y[..., n:, :]
+
+
+def _synthesis(a: "torch.Tensor", d: "torch.Tensor", bank: "_Bank", mode: str, dim: int) -> "torch.Tensor":
+    """The signal of approximation ``a`` and detail ``d`` along ``dim`` (-1 or -2), as ``pywt.idwt`` there."""
+    n = a.shape[dim]
+    if not _dense(2 * n, bank.length):
+        return _synthesis_poly(a, d, bank.filters, mode, dim)
+    R = _matrix(bank.key, bank.filters, mode, n, "synthesis", a)
+    if dim == -1:
+        return torch.matmul(torch.cat([a, d], dim=-1), R.T)
+    return torch.matmul(R, torch.cat([a, d], dim=-2))
 
 
 # ==================================================================================================
@@ -398,7 +474,7 @@ def dwt1d(x: "torch.Tensor", wavelet: Any = "haar", mode: str = "periodization"
     x = check_tensor(x, "x")
     if x.ndim < 1:
         raise ValueError("`x` must have at least one dimension (the signal axis); got a 0-D tensor")
-    key, bank = _bank(wavelet)
+    bank = _bank(wavelet)
     mode = _mode(mode)
     N = x.shape[-1]
     _check_length(N, mode, "x")
@@ -463,10 +539,10 @@ def idwt1d(cA: "torch.Tensor | None", cD: "torch.Tensor | None", wavelet: Any = 
     cA, cD = _pair(cA, cD, ("cA", "cD"))
     if cA.ndim < 1:
         raise ValueError("`cA` must have at least one dimension (the coefficient axis); got a 0-D tensor")
-    key, bank = _bank(wavelet)
+    bank = _bank(wavelet)
     mode = _mode(mode)
     n = cA.shape[-1]
-    Fl = bank[0].size
+    Fl = bank.length
     _check_coeff_length(n, Fl, mode, "cA")
     return _synthesis(cA, cD, bank, mode, -1)
 
@@ -514,7 +590,7 @@ def dwt2d(x: "torch.Tensor", wavelet: Any = "haar", mode: Any = "periodization"
     x = check_tensor(x, "x")
     if x.ndim < 2:
         raise ValueError(f"`x` must have at least two dimensions (H, W); got {x.ndim}-D")
-    key, bank = _bank(wavelet)
+    bank = _bank(wavelet)
     mode_h, mode_w = _modes2(mode)
     H, W = x.shape[-2:]
     _check_length(H, mode_h, "x", "axis -2")
@@ -559,10 +635,10 @@ def idwt2d(coeffs: Any, wavelet: Any = "haar", mode: Any = "periodization") -> "
     cA, cH, cV, cD = _pair((coeffs[0], *coeffs[1]), None, ("cA", "cH", "cV", "cD"))
     if cA.ndim < 2:
         raise ValueError(f"`coeffs` must hold tensors of at least two dimensions (h, w); got {cA.ndim}-D")
-    key, bank = _bank(wavelet)
+    bank = _bank(wavelet)
     mode_h, mode_w = _modes2(mode)
     h, w = cA.shape[-2:]
-    Fl = bank[0].size
+    Fl = bank.length
     _check_coeff_length(h, Fl, mode_h, "coeffs", "axis -2")
     _check_coeff_length(w, Fl, mode_w, "coeffs", "axis -1")
     lo = _synthesis(cA, cH, bank, mode_h, -2)  # along H: low-pass along W
@@ -695,7 +771,7 @@ class _DWT(nn.Module):
         self.wavelet, self.ndim = wavelet, ndim
 
     def forward(self, x: "torch.Tensor") -> "torch.Tensor":
-        bank = _bank(self.wavelet)[1]
+        bank = _bank(self.wavelet)
         lo, hi = _analysis(x, bank, "periodization", -1)
         if self.ndim == 1:
             return torch.cat([lo, hi], dim=1)
@@ -704,7 +780,7 @@ class _DWT(nn.Module):
         return torch.cat([cA, cH, cV, cD], dim=1)
 
     def inverse(self, x: "torch.Tensor") -> "torch.Tensor":
-        bank = _bank(self.wavelet)[1]
+        bank = _bank(self.wavelet)
         if self.ndim == 1:
             a, d = x.chunk(2, dim=1)
             return _synthesis(a, d, bank, "periodization", -1)
