@@ -304,7 +304,7 @@ def test_build_projector():
     assert all(m.weight.dtype == torch.float32 for m in p[::2])
     for m in p[::2]:                                                   # PyTorch's default bounds
         bound = 1.0 / math.sqrt(m.in_features)
-        assert float(m.weight.abs().max()) <= bound and float(m.bias.abs().max()) <= bound
+        assert float(m.weight.detach().abs().max()) <= bound and float(m.bias.detach().abs().max()) <= bound
     q = build_projector(10, 6, hidden=12, rng=3)
     assert all(torch.equal(a, b) for a, b in zip(p.parameters(), q.parameters()))
     assert not torch.equal(build_projector(10, 6, hidden=12, rng=4)[0].weight, p[0].weight)
