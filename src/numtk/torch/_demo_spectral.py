@@ -34,6 +34,7 @@ import numpy as np
 
 from numtk._lib._constraints import constraints
 from numtk.torch._common import torch, torch_generator
+from numtk.torch._spectral import build_projector, diffusion_loss, linear_interpolant, spectral_contrastive_loss
 
 __all__ = ["demo", "run", "mixture_means", "sample_mixture", "optimal_velocity", "bayes_accuracy",
            "MixtureDenoiser", "pretrain_encoder", "plot_curves", "VARIANTS"]
@@ -86,8 +87,6 @@ def optimal_velocity(x_t: Any, t: Any) -> Any:
 
 def bayes_accuracy(t: float, n: int = 20000, *, seed: int = 0) -> float:
     """Accuracy of the Bayes classifier of the component given x_t (the most probable component)."""
-    from numtk.torch.spectral import linear_interpolant
-
     gen = torch.Generator().manual_seed(seed)
     x0, c = sample_mixture(n, gen)
     x_t, _ = linear_interpolant(x0, torch.randn(n, 2, generator=gen), t)
@@ -135,8 +134,6 @@ class MixtureDenoiser(torch.nn.Module):
 def pretrain_encoder(*, steps: int = 200, jitter: float = 0.3, rng: Any = 0) -> Any:
     """A frozen encoder of clean points (2 -> 64 -> 64 -> 16, SiLU), pretrained without labels with the
     spectral contrastive loss on two Gaussian jitters (std ``jitter``) of each point: the demo's DINOv2."""
-    from numtk.torch.spectral import spectral_contrastive_loss
-
     gen = torch_generator(rng)
     enc = torch.nn.Sequential(_linear(2, 64, gen), torch.nn.SiLU(), _linear(64, 64, gen), torch.nn.SiLU(),
                               _linear(64, EMBED, gen))
@@ -161,8 +158,6 @@ class _Evaluation:
     probe sets (h inputs at the probe times) with their components."""
 
     def __init__(self, n: int = 4000, seed: int = 12345):
-        from numtk.torch.spectral import linear_interpolant
-
         gen = torch.Generator().manual_seed(seed)
         x0, _ = sample_mixture(n, gen)
         eps = torch.randn(n, 2, generator=gen)
@@ -261,8 +256,6 @@ def _one_torch_thread():
 
 def _train(variant: str, steps: int, seed: int, encoder, ev: _Evaluation, checkpoints: list[int]) -> dict:
     """One run; the initialisation, the data and the first view's t and noise depend only on ``seed``."""
-    from numtk.torch.spectral import build_projector, diffusion_loss
-
     regularizer, lam = VARIANTS[variant]
     net = MixtureDenoiser(rng=seed)
     proj = build_projector(HIDDEN, EMBED, hidden=64, rng=seed + 1)
@@ -298,8 +291,6 @@ def _train(variant: str, steps: int, seed: int, encoder, ev: _Evaluation, checkp
 def _step_times(variants: tuple[str, ...], encoder: Any, *, rounds: int = 5, steps: int = 10) -> dict[str, float]:
     """Median seconds per training step of each variant, timed in interleaved rounds (each round runs every
     variant for ``steps`` steps, starting with a different one), so that the machine's load hits all alike."""
-    from numtk.torch.spectral import build_projector, diffusion_loss
-
     setups = {}
     for v in variants:
         net, proj = MixtureDenoiser(rng=0), build_projector(HIDDEN, EMBED, hidden=64, rng=1)
