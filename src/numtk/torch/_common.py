@@ -7,8 +7,9 @@ Importing this module imports torch; a missing torch gives an ImportError that n
 
 from __future__ import annotations
 
+import contextlib
 import numbers
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -17,7 +18,8 @@ from numtk._lib._rng import normalize_rng
 
 torch = import_optional("torch", purpose="numtk.torch (the PyTorch bridge)")
 
-__all__ = ["torch", "torch_generator", "check_tensor", "check_reduction", "reduce_loss", "check_same_device"]
+__all__ = ["torch", "torch_generator", "check_tensor", "check_reduction", "reduce_loss", "check_same_device",
+           "torch_threads"]
 
 #: the values of ``reduction=``, as in torch.nn.functional
 REDUCTIONS = ("mean", "sum", "none")
@@ -164,3 +166,29 @@ def reduce_loss(loss: "torch.Tensor", reduction: str) -> "torch.Tensor":
     if reduction == "sum":
         return loss.sum()
     return loss
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[int]:
+    """Run the block with torch's intra-op threads set to ``n`` (None: unchanged); restores the count after.
+
+    Used by the demonstrations (one thread, so that their timings are comparable from run to run) and by
+    ``bench/`` (each contestant at the same thread count). Yields the count in force inside the block.
+
+    Examples
+    --------
+    >>> from numtk.torch._common import torch_threads
+    >>> before = torch.get_num_threads()
+    >>> with torch_threads(1) as n:
+    ...     (n, torch.get_num_threads())
+    (1, 1)
+    >>> torch.get_num_threads() == before
+    True
+    """
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(int(n))
+    try:
+        yield torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
