@@ -120,3 +120,13 @@ def test_the_finiteness_check_records_no_graph():
     with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
         check_tensor(x, "x")
     assert saved == []
+
+
+def test_the_finiteness_check_sees_past_an_overflowing_sum():
+    big = torch.full((4,), 1e38, dtype=torch.float32)   # finite values whose sum overflows float32
+    assert check_tensor(big, "x") is big
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        t = big.clone()
+        t[2] = bad
+        with pytest.raises(ValueError, match="`x` must be finite"):
+            check_tensor(t, "x")

@@ -125,10 +125,11 @@ def check_tensor(t: Any, name: str, *, ndim: int | None = None, shape: Sequence[
 
 
 def _all_finite(t: "torch.Tensor") -> bool:
-    # under no_grad: on a tensor that requires grad, the check would otherwise record a graph (and a
-    # saved-tensor hook would count it as an activation)
+    # One reduction when the sum is finite (no temporary as large as ``t``); the element-wise check only when
+    # it is not (a NaN or infinity, or a sum that overflows). Under no_grad: on a tensor that requires grad
+    # the check would otherwise record a graph (and a saved-tensor hook would count it as an activation).
     with torch.no_grad():
-        return bool(torch.isfinite(t).all())
+        return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
 
 
 def check_same_device(**tensors: "torch.Tensor") -> "torch.device":
