@@ -191,9 +191,9 @@ def test_dwt2d_equals_pywt_periodization(name, rng):
 @pytest.mark.parametrize("mode", [*MODES, ("symmetric", "periodization"), ("zero", "antireflect")])
 @pytest.mark.parametrize("name", ["haar", "db3", "sym4", "coif1", "bior3.5"])
 def test_dwt2d_equals_pywt_in_every_mode(name, mode, rng):
-    """Short axes take the dense form, the long one (70 > 32 F for Haar) the polyphase form."""
+    """Short axes take the dense form, the long one (90 > 40 F for Haar) the polyphase form."""
     wav = pywt.Wavelet(name)
-    for shape in [(1, 2), (5, 7), (13, 6), (4, 70)]:
+    for shape in [(1, 2), (5, 7), (13, 6), (4, 90)]:
         modes = (mode, mode) if isinstance(mode, str) else mode
         if not all(ok_length(m, n) for m, n in zip(modes, shape)):
             continue
@@ -481,3 +481,17 @@ def test_demo_orders_mswt_before_the_plain_transformer():
     assert m["mswt"]["relative_l2"] < m["transformer"]["relative_l2"]
     assert abs(m["mswt"]["params"] - m["transformer"]["params"]) <= 0.05 * m["mswt"]["params"]
     assert len(res.history["mswt"]) == 60 and res.wall_time > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_follows_the_input_device(rng):
+    x = t64(rng.standard_normal((2, 3, 16, 20)))
+    for mode in ("periodization", "symmetric"):
+        c = dwt2d(x, "db3", mode)
+        g = dwt2d(x.cuda(), "db3", mode)
+        assert g[0].device.type == "cuda"
+        for a, b in zip((c[0], *c[1]), (g[0], *g[1])):
+            close(b.cpu(), a.numpy())
+        close(idwt2d(g, "db3", mode).cpu(), idwt2d(c, "db3", mode).numpy())
+    net = MSWT1D(1, 1, dims=[4, 8], heads=2).cuda()
+    assert net(torch.randn(2, 1, 16, device="cuda")).device.type == "cuda"

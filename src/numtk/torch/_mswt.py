@@ -335,11 +335,11 @@ def _synthesis_poly(a: "torch.Tensor", d: "torch.Tensor", bank: tuple, mode: str
 
 # --------------------------------------------------------------------------------------------------
 # short axes: one matrix product. The level along an axis of N samples is a linear map; for N up to DENSE_TAPS
-# times the filter length (and DENSE_MAX) a dense (2n x N) matrix, built once per wavelet, mode and length by
+# (40) times the filter length (and DENSE_MAX) a dense (2n x N) matrix, built once per wavelet, mode and length by
 # running the polyphase form on the identity, multiplies faster than the F strided passes (BLAS against
 # memory-bound elementwise passes), and its autograd is a matrix product too.
 # --------------------------------------------------------------------------------------------------
-DENSE_TAPS = 32
+DENSE_TAPS = 40
 DENSE_MAX = 1024
 _MATRICES: dict[tuple, "torch.Tensor"] = {}
 
@@ -393,9 +393,10 @@ def _synthesis(a: "torch.Tensor", d: "torch.Tensor", bank: "_Bank", mode: str, d
     if not _dense(2 * n, bank.length):
         return _synthesis_poly(a, d, bank.filters, mode, dim)
     R = _matrix(bank.key, bank.filters, mode, n, "synthesis", a)
-    if dim == -1:
-        return torch.matmul(torch.cat([a, d], dim=-1), R.T)
-    return torch.matmul(R, torch.cat([a, d], dim=-2))
+    Ra, Rd = R[:, :n], R[:, n:]
+    if dim == -1:  # two products summed in place (no copy of the coefficients into one tensor)
+        return torch.matmul(a, Ra.T).add_(torch.matmul(d, Rd.T))
+    return torch.matmul(Ra, a).add_(torch.matmul(Rd, d))
 
 
 # ==================================================================================================
