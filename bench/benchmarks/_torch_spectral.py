@@ -7,7 +7,8 @@ of B items of N = 16 tokens of 4 values, with REPA's projector (:func:`~numtk.to
 hidden 2D, output 64) and a fixed target of 64 features per token. One training step's forward and backward of
 :func:`~numtk.torch.spectral.diffusion_loss` is timed with no term (``plain``), with REPA's negative cosine
 (``repa``), with the spectral regulariser (``spectral``: a second forward pass at an independent noise level;
-every token a sample, so its Gram matrix is (BN) x (BN)) and with spectral REPA (``spectral_repa``). Interleaved
+every token a sample, so its Gram matrix is (BN) x (BN); ``tokens='mean'`` pools each item's tokens first, a
+B x B Gram matrix) and with spectral REPA (``spectral_repa``). Interleaved
 rounds (:func:`benchmarks._timing.interleaved`), medians; ratio = time / plain's (> 1: the term costs that much
 more). The loss functions alone (forward and backward on the (BN, 64) embeddings: the spectral loss, REPA's
 cosine, the mean squared error) are timed beside them. torch runs on one intra-op thread (like the demo;
@@ -105,15 +106,18 @@ def step_calls(batch: int, width: int) -> dict:
     params = list(model.parameters()) + list(projector.parameters())
     gen = torch.Generator().manual_seed(1)
 
-    def make(reg):
+    def make(reg, tokens="flatten"):
         def call():
             for p in params:
                 p.grad = None
-            res = diffusion_loss(model, x0, regularizer=reg, lam=0.5, projector=projector, target=target, rng=gen)
+            res = diffusion_loss(model, x0, regularizer=reg, lam=0.5, projector=projector, target=target, rng=gen,
+                                 tokens=tokens)
             res.loss.backward()
         return call
 
-    return {("plain" if r is None else r): make(r) for r in REGULARIZERS}
+    calls = {("plain" if r is None else r): make(r) for r in REGULARIZERS}
+    calls["spectral_mean"] = make("spectral", "mean")
+    return calls
 
 
 def loss_calls(rows: int) -> dict:
@@ -145,12 +149,13 @@ def _cost_table(quick: bool, repeat: int) -> None:
         print(f"Cost of one training step (forward + backward of diffusion_loss), N = {TOKENS} tokens of "
               f"{CHANNELS} values, projector hidden 2D, output {EMBED}; torch threads {torch.get_num_threads()}; "
               f"medians of {repeat} interleaved rounds")
-        print("      B     D   plain (ms)    repa   spectral  spectral_repa   (time / plain)")
+        print("      B     D   plain (ms)    repa   spectral  spectral_repa  spectral (tokens='mean')   (time / plain)")
         for batch, width in (QUICK_CONFIGS if quick else CONFIGS):
             t = interleaved(step_calls(batch, width), repeat=repeat, min_time=0.05)
             m = t.medians
             print(f"  {batch:5d} {width:5d}   {m['plain'] * 1e3:10.2f}   {m['repa'] / m['plain']:5.2f}x  "
-                  f"{m['spectral'] / m['plain']:7.2f}x  {m['spectral_repa'] / m['plain']:11.2f}x")
+                  f"{m['spectral'] / m['plain']:7.2f}x  {m['spectral_repa'] / m['plain']:11.2f}x  "
+                  f"{m['spectral_mean'] / m['plain']:21.2f}x")
         print(f"The losses alone, forward + backward on (rows, {EMBED}) embeddings (rows = B N):")
         print("   rows    MSE (ms)  repa_loss  spectral_contrastive_loss   (time / MSE)")
         for rows in ((512, 2048) if quick else (512, 2048, 8192)):

@@ -126,6 +126,11 @@ def _mswt(demo, path: str) -> None:
     demo.run(quick=True, out=_silent, plot=path)
 
 
+def _spectral(demo, path: str) -> None:
+    # the demo at its quick setting (300 steps, one seed, plain, spectral and spectral REPA), as the tour runs it
+    demo.run(quick=True, out=_silent, plot=path)
+
+
 @dataclass(frozen=True)
 class DemoFigure:
     """How the docs draw one demo's figure."""
@@ -176,6 +181,10 @@ FIGURES: dict[str, DemoFigure] = {
                        "the quick setting of the demo (16 training and 4 held-out Kuramoto-Sivashinsky trajectories, "
                        "100 steps of 16 pairs per model), as ``python -m numtk demo mswt --plot FILE`` draws it; "
                        "``--full`` trains 200 steps of 32 pairs on 32 trajectories"),
+    "spectral": DemoFigure(_spectral, ("run",),
+                           "the quick setting of the demo (300 steps of batches of 256, one seed; the plain loss, the "
+                           "spectral regulariser and spectral REPA), as ``python -m numtk demo spectral --plot FILE`` "
+                           "draws it; ``--full`` trains 800 steps over three seeds and adds REPA"),
 }
 
 
