@@ -36,25 +36,6 @@ def images(shape, dtype, *, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
-class _threads:
-    """torch's intra-op threads set to ``n`` for the block (None: unchanged)."""
-
-    def __init__(self, n):
-        self.n = n
-
-    def __enter__(self):
-        import torch
-
-        self.saved = torch.get_num_threads()
-        if self.n is not None:
-            torch.set_num_threads(self.n)
-
-    def __exit__(self, *exc):
-        import torch
-
-        torch.set_num_threads(self.saved)
-
-
 def _bands(c):
     return (c[0], *c[1])
 
@@ -97,6 +78,8 @@ def compare(*, quick: bool = False, options=None) -> None:
     import pywt
     import torch
 
+    from numtk.torch._common import torch_threads
+
     shape = (8, 3, 128, 128) if quick else (64, 3, 256, 256)
     repeat = 3 if quick else 5
     if options is not None and getattr(options, "repeat", None):
@@ -119,7 +102,7 @@ def compare(*, quick: bool = False, options=None) -> None:
             fwd, inv, d_fwd, d_inv = _calls(x, wavelet, mode)
             for op, calls, diff in (("dwt2", fwd, d_fwd), ("idwt2", inv, d_inv)):
                 for threads in threads_list:
-                    with _threads(threads):
+                    with torch_threads(threads):
                         t = interleaved(calls, repeat=repeat)
                     med = t.medians
                     out(f"  {np.dtype(dtype).name:<8} {wavelet:<7} {mode:<13} {op:<5} "

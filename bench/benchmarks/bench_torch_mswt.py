@@ -2,7 +2,7 @@
 PyWavelets' dwt2 and idwt2, on the problem of ``compare.py --mswt`` (``_torch_mswt.py``) at a small batch
 (8, 3, 128, 128), torch on one thread."""
 
-from benchmarks._torch_mswt import CASES, _bands, _threads, images
+from benchmarks._torch_mswt import CASES, _bands, images
 
 
 class DWT2:
@@ -18,7 +18,9 @@ class DWT2:
 
         from numtk.torch.mswt import dwt2d
 
-        self.threads = _threads(1)
+        from numtk.torch._common import torch_threads
+
+        self.threads = torch_threads(1)
         self.threads.__enter__()
         self.wavelet, self.mode = case.split("-")
         self.x = images((8, 3, 128, 128), dtype)
@@ -27,7 +29,7 @@ class DWT2:
         self.coeffs = dwt2d(self.X, self.wavelet, self.mode)
 
     def teardown(self, dtype, case):
-        self.threads.__exit__()
+        self.threads.__exit__(None, None, None)
 
     def time_numtk_dwt2d(self, dtype, case):
         from numtk.torch.mswt import dwt2d

@@ -19,7 +19,6 @@ wavenumbers. Persistence (``u(t + 1) = u(t)``) is the floor any model must beat.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from typing import Any
@@ -107,20 +106,6 @@ def _matched_transformer(target: int, length: int) -> Any:
     return cls(1, 1, length, best, heads=HEADS)
 
 
-@contextlib.contextmanager
-def _one_torch_thread():
-    """torch on one intra-op thread for the duration (restored after): the models are so small that a step is
-    mostly thread synchronisation otherwise (about 0.1 s a step on one thread, ten times that on two busy cores)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def train(model: Any, X: Any, Y: Any, *, steps: int, batch: int = 32, rng: int = 0, progress: bool = False,
           desc: str = "") -> list:
     """``steps`` Adam steps (learning rate :data:`LR`, cosine to zero, batches of ``batch`` pairs drawn with
@@ -204,7 +189,7 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quic
     import torch
 
     from numtk._lib._validation import check_bool, check_int
-    from numtk.torch._common import torch_generator
+    from numtk.torch._common import torch_generator, torch_threads
     from numtk.torch.mswt import MSWT1D
 
     quick = check_bool(quick, "quick")
@@ -222,7 +207,9 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quic
     Y = train_u[:, 1:].reshape(-1, 1, n)
     metrics: dict = {}
     history: dict = {}
-    with _one_torch_thread():
+    # one thread: the models are so small that a step is mostly thread synchronisation otherwise (a tenth of a
+    # second a step on one thread, ten times that on two busy cores)
+    with torch_threads(1):
         torch.manual_seed(seed)
         mswt = MSWT1D(1, 1, dims=DIMS, heads=HEADS)
         torch.manual_seed(seed)
