@@ -424,6 +424,28 @@ def test_validation_names_the_argument(g):
             call()
 
 
+def test_finiteness_of_q_k_v_is_checked_by_the_bridge(g, monkeypatch):
+    # q, k and v go through numtk.torch._common.check_tensor (no finiteness check of the module's own)
+    from numtk.torch import _common
+
+    q = randn(1, 1, 8, 4, g=g)
+    m = torch.ones(1, 1, dtype=torch.bool)
+    seen = []
+    real = _common.check_tensor
+    monkeypatch.setattr(_moddit, "check_tensor", lambda t, name, **kw: seen.append((name, kw)) or real(t, name, **kw))
+    masked_dense_attention(q, q, q, m, 8)
+    assert [name for name, _ in seen[:3]] == ["q", "k", "v"] and all(kw.get("finite", True) for _, kw in seen[:3])
+    monkeypatch.undo()
+    assert not hasattr(_moddit, "_finite")
+    for i, name in enumerate("qkv"):
+        args = [q, q, q]
+        args[i] = q.clone().index_fill_(2, torch.tensor([3]), float("inf"))
+        with pytest.raises(ValueError, match=f"`{name}` must be finite"):
+            block_sparse_attention(*args, m, 8)
+    big = torch.full((1, 1, 8, 4), 3e38)                 # finite, though its sum overflows float32
+    assert bool(torch.isfinite(block_sparsity_map(big, big, 8)).all())
+
+
 # --------------------------------------------------------------------------------------------------
 # the demonstration
 # --------------------------------------------------------------------------------------------------
