@@ -718,6 +718,17 @@ def unstack_subbands(x: "torch.Tensor", ndim: int = 2, dim: int | None = None) -
     -------
     (cA, cD) or (cA, (cH, cV, cD))
         Views of ``x``, in the format :func:`idwt1d` and :func:`idwt2d` take.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from numtk.torch.mswt import dwt1d, idwt1d, stack_subbands, unstack_subbands
+    >>> x = torch.randn(2, 3, 16, dtype=torch.float64)
+    >>> channels = stack_subbands(dwt1d(x, "db2"))
+    >>> channels.shape
+    torch.Size([2, 6, 8])
+    >>> bool(torch.allclose(idwt1d(*unstack_subbands(channels, ndim=1), "db2"), x))
+    True
     """
     x = check_tensor(x, "x")
     if isinstance(ndim, bool) or ndim not in (1, 2):

@@ -60,7 +60,10 @@ Evaluation
 Constants
 ---------
 
-``WAVELETS``: the wavelet names; ``MODES``: the signal extensions (PyWavelets' names).
+.. autosummary::
+
+   WAVELETS          -- the wavelet names: 'haar', 'db1'..'db38', 'sym2'..'sym20', 'coif1'..'coif17'.
+   MODES             -- the signal extensions, as PyWavelets names them.
 """
 
 from numtk.torch import _common  # noqa: F401 - first: the ImportError that names the extra
