@@ -730,7 +730,9 @@ def diffusion_loss(model: Callable, x0: "torch.Tensor", *, regularizer: str | No
     t2 : float, torch.Tensor, 'uniform' or None, default 'uniform'
         Times of the second view of ``'spectral'``: ``'uniform'`` draws them uniformly and independently of
         ``t`` (two noise levels); None uses ``t`` itself (two noise draws at one level). The default is the
-        pairing that helped in :func:`demo`: at one level, the regulariser raised the denoising loss there.
+        pairing measured better in :func:`demo`'s setting: with one level, the linear probe of the hidden state
+        fitted at low noise and tested at higher noise fell to 0.50 (plain training 0.82; three seeds), and in
+        trials with a linear projector the denoising loss rose by 3-6 %.
     mu, clip : float, bool
         Of the spectral loss (:func:`spectral_contrastive_loss`).
     tokens : {'flatten', 'mean'}, default 'flatten'
