@@ -496,7 +496,8 @@ def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]
         if v not in m:
             continue
         r = m[v]
-        rows.append({"area": "torch", "method": f"{v} alignment, 2-D mixture diffusion", "n": m["steps"],
+        seeds = f"{m['seeds']} seed{'s' if m['seeds'] > 1 else ''}"
+        rows.append({"area": "torch", "method": f"{v} alignment, 2-D mixture diffusion ({seeds})", "n": m["steps"],
                      "result": f"excess {r['excess']:.3f} (plain {p['excess']:.3f}), probe {r['probe']:.3f} "
                                f"(plain {p['probe']:.3f})",
                      "vs anchor": f"denoise x{r['denoise_ratio']:.3f} of plain; REPA excess "
