@@ -443,18 +443,21 @@ def plot_curves(res: Any, path: str) -> None:
     h, m = res.history, res.metrics
     variants = [k.split("/")[0] for k in h if k.endswith("/excess")]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for i, v in enumerate(variants):
-        left.plot(h["step"], h[f"{v}/excess"], "-o", ms=3, color=f"C{i}", label=_LABELS[v])
-        right.plot(h["probe_step"], h[f"{v}/probe"], "-o", ms=3, color=f"C{i}", label=_LABELS[v])
+    for v in variants:
+        color = f"C{list(VARIANTS).index(v)}"                     # one colour per variant in every figure
+        left.plot(h["step"], h[f"{v}/excess"], "-o", ms=3, color=color, label=_LABELS[v])
+        right.plot(h["probe_step"], h[f"{v}/probe"], "-o", ms=3, color=color, label=_LABELS[v])
     left.set_yscale("log")
     left.set_ylabel("excess denoising error ||v - v*||^2 / 2")
-    left.set_title(f"held-out error to the exact optimal velocity (mean of {m['seeds']} seeds)", fontsize=9)
+    seeds = "one seed" if m["seeds"] == 1 else f"mean of {m['seeds']} seeds"
+    left.set_title(f"held-out error to the exact optimal velocity ({seeds})", fontsize=9)
     right.axhline(m["bayes_probe"], color="grey", ls="--", lw=0.8, label="Bayes accuracy")
     right.set_ylabel("probe accuracy (fit t = 0.05, test t = 0.2-0.4)")
     right.set_title("linear probe of h for the mixture component", fontsize=9)
     for ax in (left, right):
         ax.set_xlabel("training step")
-    right.legend(fontsize=7, loc="lower right")
+    left.legend(fontsize=7, loc="upper right")
+    right.legend(handles=[right.lines[-1]], labels=["Bayes accuracy"], fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
