@@ -54,7 +54,7 @@ def randomize_lora(model, seed):
 
 
 def hf_model(impl="sdpa", dtype=F64, seed=0):
-    cfg = transformers.LlamaConfig(**CFG, max_position_embeddings=128, attn_implementation=impl,
+    cfg = transformers.LlamaConfig(**CFG, max_position_embeddings=256, attn_implementation=impl,
                                    rms_norm_eps=1e-6, attention_bias=False, mlp_bias=False)
     model = transformers.LlamaForCausalLM(cfg)
     model.load_state_dict(TinyLlamaForCausalLM(TinyLlamaConfig(**CFG), rng=seed).state_dict())
@@ -575,6 +575,37 @@ def test_wrap_model_on_transformers_llama(impl):
     # the split's gradient is the masked-detach one (checked above on the tiny block); here only its presence
     lm_loss(out.logits, labels).backward()
     assert all(g is not None for g in lora_grads(model))
+
+
+def test_split_saves_no_attention_probabilities_on_transformers_sdpa():
+    """On an sdpa model plain backprop saves no (T, T) probabilities; the split must not either (it attends
+    through scaled_dot_product_attention with one gathered mask, saved once for all blocks), so that its saved
+    bytes fall with rho rather than grow with T^2."""
+    T, H = 256, CFG["num_attention_heads"]
+    ids, labels = copy_task(2, T, 40, rng=0)
+    model = hf_model("sdpa", dtype=torch.float32)
+    fwd = lambda: lm_loss(model(ids).logits, labels)  # noqa: E731
+    dense = saved_activation_bytes(fwd)
+    ratios = []
+    for rho in (0.5, 0.25, 0.125):
+        wrap_model(model, rho=rho, lazy_layers=0)
+        ratios.append(saved_activation_bytes(fwd) / dense)
+        square = []
+
+        def pack(t):
+            if t.ndim == 4 and t.shape[-1] == T:
+                square.append((tuple(t.shape), t.untyped_storage().data_ptr()))
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            fwd()
+        k = keep_count(rho, T)
+        assert {shape for shape, _ in square} == {(2, 1, k, T)}  # the mask only: no (B, H, k, T) probabilities
+        assert len({ptr for _, ptr in square}) == 1  # one mask for the four blocks
+        assert all(shape[1] != H for shape, _ in square)
+        unwrap_model(model)
+    assert ratios[0] < 0.7 and ratios[1] < 0.45 and ratios[2] < 0.3, ratios
+    assert ratios[0] > ratios[1] > ratios[2]
 
 
 def test_transformers_padding_mask():

@@ -7,13 +7,15 @@
 works on the other. The math is Llama's: RMSNorm, rotary position embeddings (RoPE, the rotate-half convention),
 grouped-query attention (GQA), a SwiGLU MLP, optionally tied input and output embeddings.
 
-One deliberate difference: transformers computes RMSNorm, the RoPE tables and the attention softmax in float32
-for every dtype (an upcast meant for float16 and bfloat16, a downcast for float64). Here they run in float32 or
-the model's dtype, whichever is wider, so that a float64 model is float64 throughout (the exactness tests need
-it). In float32 the two models do the same operations.
+Attention is :func:`torch.nn.functional.scaled_dot_product_attention`, as in transformers' ``sdpa``
+implementation (its fused kernels save no attention probabilities for backward). One deliberate difference:
+transformers computes RMSNorm and the RoPE tables in float32 for every dtype (an upcast meant for float16 and
+bfloat16, a downcast for float64). Here they run in float32 or the model's dtype, whichever is wider, so that a
+float64 model is float64 throughout (the exactness tests need it). In float32 the two models do the same
+operations.
 
-The attention helpers at the bottom (:func:`rope`, :func:`attend`, :func:`causal_allowed`) are shared with
-TokenDrop's block, which recomputes a decoder block token-split with exactly these operations.
+The attention helpers (:func:`rope`, :func:`attend`, :func:`causal_allowed`) are shared with TokenDrop's
+block, which recomputes a decoder block token-split with the same operations.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ SEP = 0
 
 
 def compute_dtype(dtype: "torch.dtype") -> "torch.dtype":
-    """The dtype norms, RoPE tables and softmax run in: float32, or ``dtype`` when it is wider (float64)."""
+    """The dtype norms and RoPE tables run in: float32, or ``dtype`` when it is wider (float64)."""
     return torch.promote_types(dtype, torch.float32)
 
 
@@ -148,32 +150,36 @@ def causal_allowed(q_pos: "torch.Tensor", n_keys: int) -> "torch.Tensor":
     return (keys <= q_pos.unsqueeze(-1)).unsqueeze(-3)
 
 
-def attend(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor", mask: "torch.Tensor",
+def attend(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor", mask: "torch.Tensor | None",
            scaling: float) -> "torch.Tensor":
     """Grouped-query attention of token-major queries ``q`` (B, Tq, H, hd) over ``k``, ``v`` (B, Tk, Hkv, hd).
 
-    ``mask`` (broadcastable to (B, 1 or H, Tq, Tk)) is boolean (True: attend) or additive (float). The scores
-    ``q k^T * scaling`` are masked (a boolean mask puts the most negative float where it is False, so that a
-    query with no allowed key averages all of them, as transformers' eager attention does with its additive
-    mask), normalised by a softmax in :func:`compute_dtype` and applied to the values. Returns
-    (B, Tq, H * hd).
+    Computed by :func:`torch.nn.functional.scaled_dot_product_attention` (as transformers' ``sdpa`` attention):
+    its fused kernels save the queries, keys, values, output and row log-sum-exps for backward, never the
+    (Tq, Tk) probabilities. ``mask`` is None (causal, ``Tq == Tk``), boolean (True: attend; broadcastable to
+    (B, 1 or H, Tq, Tk)) or additive (float). The masks keep the conventions of transformers' two attentions: a
+    query with no allowed key gets zeros under a boolean mask (``sdpa``) and the average of all values under an
+    additive mask of the most negative float (``eager``). Key/value head ``j`` serves query heads
+    ``j * H / Hkv`` to ``(j + 1) * H / Hkv - 1`` (transformers' ``repeat_kv``). Returns (B, Tq, H * hd).
     """
     B, Tq, H, hd = q.shape
-    Tk, Hkv = k.shape[1], k.shape[2]
+    Hkv = k.shape[2]
     q = q.transpose(1, 2)
     k = k.transpose(1, 2)
     v = v.transpose(1, 2)
-    rep = H // Hkv
-    if rep > 1:  # repeat_kv: each key/value head serves `rep` query heads
-        k = k[:, :, None].expand(B, Hkv, rep, Tk, hd).reshape(B, H, Tk, hd)
-        v = v[:, :, None].expand(B, Hkv, rep, Tk, hd).reshape(B, H, Tk, hd)
-    scores = torch.matmul(q, k.transpose(2, 3)) * scaling
-    if mask.dtype == torch.bool:  # the most negative float, not -inf: a row with no allowed key (left padding)
-        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # averages all, as eager attention
+    extra: dict = {}
+    if H != Hkv:
+        if q.device.type == "cpu":  # the CPU kernel reads each key/value head for its query heads
+            extra["enable_gqa"] = True
+        else:  # other backends' memory-efficient kernels want as many key/value heads as query heads
+            k = k.repeat_interleave(H // Hkv, dim=1)
+            v = v.repeat_interleave(H // Hkv, dim=1)
+    if mask is None:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scaling, **extra)
     else:
-        scores = scores + mask.to(scores.dtype)
-    probs = F.softmax(scores, dim=-1, dtype=compute_dtype(q.dtype)).to(q.dtype)
-    out = torch.matmul(probs, v)
+        if mask.dtype != torch.bool:
+            mask = mask.to(q.dtype)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scaling, **extra)
     return out.transpose(1, 2).reshape(B, Tq, H * hd)
 
 
@@ -238,8 +244,6 @@ class TinyLlamaAttention(nn.Module):
         q = rope(self.q_proj(hidden_states).view(B, T, self.num_heads, self.head_dim), cos, sin)
         k = rope(self.k_proj(hidden_states).view(B, T, self.num_key_value_heads, self.head_dim), cos, sin)
         v = self.v_proj(hidden_states).view(B, T, self.num_key_value_heads, self.head_dim)
-        if attention_mask is None:
-            attention_mask = causal_allowed(torch.arange(T, device=hidden_states.device), T)
         return self.o_proj(attend(q, k, v, attention_mask, self.scaling))
 
 

@@ -13,7 +13,8 @@ abstract, from DropBP (the same lab's layer-level skipping) and from TokenTune (
 * skipping: the block runs its norms, projections and MLP for the unselected tokens under ``torch.no_grad()``
   (nothing of theirs is saved for backward) and for the selected tokens with autograd; selected queries attend
   over the keys and values of every token (those of unselected tokens without gradient), in the original order
-  with the causal mask of the original positions. An unselected token's gradient passes its block through the
+  with the causal mask of the original positions, through ``scaled_dot_product_attention`` (no attention
+  probabilities saved). An unselected token's gradient passes its block through the
   residual connection only.
 
 The open choices (keep ratio, lazy depth, the cumulative rule) are parameters; see ``cumulative_topk`` for the
@@ -233,9 +234,10 @@ class _State:
         self.mask = None
         self.plan = None
 
-    def plan_for(self, mask: "torch.Tensor", position_embeddings: tuple, attention_mask: Any) -> "_Plan":
-        if self.plan is None or not self.plan.matches(mask, position_embeddings, attention_mask):
-            self.plan = _Plan(mask, position_embeddings, attention_mask)
+    def plan_for(self, mask: "torch.Tensor", position_embeddings: tuple, attention_mask: Any, window: Any,
+                 dtype: "torch.dtype") -> "_Plan":
+        if self.plan is None or not self.plan.matches(mask, position_embeddings, attention_mask, window, dtype):
+            self.plan = _Plan(mask, position_embeddings, attention_mask, window, dtype)
         return self.plan
 
     def add(self, s: "torch.Tensor") -> None:
@@ -261,8 +263,6 @@ def _check_block(block: Any, name: str = "block") -> None:
     if float(getattr(attn, "attention_dropout", 0.0) or 0.0) > 0.0:
         raise ValueError(f"`{name}` uses attention dropout; TokenDropBlock recomputes attention without it (set "
                          "attention_dropout = 0)")
-    if getattr(attn, "sliding_window", None) is not None:
-        raise ValueError(f"`{name}` uses sliding-window attention, which TokenDropBlock does not recompute")
 
 
 def _attention_geometry(attn: "nn.Module") -> tuple[int, int, int, float]:
@@ -293,7 +293,11 @@ class TokenDropBlock(nn.Module):
     projections, attention and the MLP under ``torch.no_grad()`` (none of their activations is saved for
     backward) and pass the gradient through the residual connection only; the selected tokens run with
     autograd, their queries attending over the keys and values of every token (the unselected tokens' without
-    gradient, so none leaks into them) in the original order, with the causal mask of the original positions.
+    gradient, so none leaks into them) in the original order, with the rows of the model's attention mask (or
+    the causal mask) at their original positions. Attention runs through
+    :func:`torch.nn.functional.scaled_dot_product_attention`: its fused kernels save no attention
+    probabilities, so the saving holds on long sequences (on transformers' ``sdpa`` models as on the tiny
+    llama).
 
     Parameters
     ----------
@@ -471,7 +475,7 @@ class TokenDropBlock(nn.Module):
         attn = blk.self_attn
         H, Hkv, hd, scaling = _attention_geometry(attn)
         B, T, D = x.shape
-        plan = self._state.plan_for(mask, position_embeddings, attention_mask)
+        plan = self._state.plan_for(mask, position_embeddings, attention_mask, _sliding_window(blk), x.dtype)
         k, n_u = plan.k, T - plan.k
         xf = x.reshape(B * T, D)
 
@@ -533,7 +537,8 @@ class _Plan:
     positions, flat row indices, the inverse permutation, the rotary tables and attention masks of the selected
     and of the unselected tokens (so that each is built, and saved for backward, once)."""
 
-    def __init__(self, mask: "torch.Tensor", position_embeddings: tuple, attention_mask: Any) -> None:
+    def __init__(self, mask: "torch.Tensor", position_embeddings: tuple, attention_mask: Any, window: Any,
+                 dtype: "torch.dtype") -> None:
         B, T = mask.shape
         dev = mask.device
         k = int(mask[0].sum())
@@ -543,6 +548,8 @@ class _Plan:
         self.mask = mask
         self.position_embeddings = position_embeddings
         self.attention_mask = attention_mask
+        self.window = window
+        self.dtype = dtype
         self.k = k
         self.flat_s = (sel + offset).reshape(-1)
         self.flat_u = (uns + offset).reshape(-1)
@@ -556,35 +563,65 @@ class _Plan:
         self.sin_s = sin.index_select(0, self.flat_s).view(B, k, hd)
         self.cos_u = cos.index_select(0, self.flat_u).view(B, T - k, hd)
         self.sin_u = sin.index_select(0, self.flat_u).view(B, T - k, hd)
-        self.allowed_s, self.allowed_u = _query_mask(attention_mask, sel, uns, T)
+        self.allowed_s = _query_mask(attention_mask, sel, T, window, dtype)
+        self._uns = uns
+        self._allowed_u = None
 
-    def matches(self, mask: "torch.Tensor", position_embeddings: tuple, attention_mask: Any) -> bool:
+    @property
+    def allowed_u(self) -> "torch.Tensor":
+        """The unselected queries' mask (built on first use: only the non-exact split attends for them)."""
+        if self._allowed_u is None:
+            self._allowed_u = _query_mask(self.attention_mask, self._uns, self.mask.shape[1], self.window,
+                                          self.dtype)
+        return self._allowed_u
+
+    def matches(self, mask: "torch.Tensor", position_embeddings: tuple, attention_mask: Any, window: Any,
+                dtype: "torch.dtype") -> bool:
         same = lambda a, b: a is b or (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)  # noqa: E731
                                        and a.shape == b.shape and a.device == b.device and torch.equal(a, b))
         return (self.mask is mask or same(self.mask, mask)) \
             and all(a is b for a, b in zip(self.position_embeddings, position_embeddings)) \
-            and (self.attention_mask is attention_mask)
+            and self.attention_mask is attention_mask and self.window == window and self.dtype == dtype
 
 
-def _query_mask(attention_mask: Any, sel: "torch.Tensor", uns: "torch.Tensor", T: int) -> tuple:
-    """The attention masks of the selected and of the unselected queries, (B, 1 or heads, n, T): the rows of the
-    model's 4-D mask at the queries' original positions, or causal by position when the model passes None."""
+def _query_mask(attention_mask: Any, pos: "torch.Tensor", T: int, window: Any,
+                dtype: "torch.dtype") -> "torch.Tensor":
+    """The additive attention mask (B, 1 or heads, n, T), contiguous in ``dtype``, of the queries at positions
+    ``pos`` (B, n): the rows of the model's 4-D mask at those positions, or causal by position (within the
+    sliding ``window`` when the block has one) when the model passes None.
+
+    One mask for all the blocks that share the set: the attention kernel saves it for backward, once. A boolean
+    mask becomes 0 / -inf, as ``scaled_dot_product_attention`` converts it itself (a query with no allowed key
+    then gets zeros, as with the dense block's boolean mask); an additive mask is taken as it is."""
     if attention_mask is None:
-        return causal_allowed(sel, T), causal_allowed(uns, T)
+        allowed = causal_allowed(pos, T)
+        if window is not None:  # transformers' sliding window: the `window` latest keys, the query's own included
+            keys = torch.arange(T, device=pos.device)
+            allowed = allowed & (keys > pos.unsqueeze(-1) - int(window)).unsqueeze(-3)
+        return torch.zeros(allowed.shape, dtype=dtype, device=pos.device).masked_fill(~allowed, float("-inf"))
     m = attention_mask
     if not isinstance(m, torch.Tensor) or m.ndim != 4:
         raise ValueError("TokenDropBlock needs `attention_mask` as None (causal) or a 4-D (B, 1, T, T) mask, as "
                          f"transformers' llama passes it; got {type(m).__name__}"
                          f"{'' if not isinstance(m, torch.Tensor) else ' of shape ' + str(tuple(m.shape))}")
     m = m[..., :T]
-    B = sel.shape[0]
+    B, n = pos.shape
     m = m.expand(B, m.shape[1], m.shape[2], T)
+    rows = torch.gather(m, 2, pos[:, None, :, None].expand(B, m.shape[1], n, T))
+    if rows.dtype == torch.bool:
+        return torch.zeros(rows.shape, dtype=dtype, device=rows.device).masked_fill(~rows, float("-inf"))
+    return rows.to(dtype).contiguous()
 
-    def pick(pos: "torch.Tensor") -> "torch.Tensor":
-        idx = pos[:, None, :, None].expand(B, m.shape[1], pos.shape[1], T)
-        return torch.gather(m, 2, idx)
 
-    return pick(sel), pick(uns)
+def _sliding_window(block: "nn.Module") -> Any:
+    """The block's sliding attention window (transformers: ``self_attn.sliding_window``, or Mistral's
+    ``self_attn.config.sliding_window``), None without one."""
+    attn = block.self_attn
+    if hasattr(attn, "sliding_window"):
+        w = attn.sliding_window
+    else:
+        w = getattr(getattr(attn, "config", None), "sliding_window", None)
+    return None if w is None else int(w)
 
 
 def _cached_length(cache: Any, block: "nn.Module") -> int:
