@@ -4,6 +4,13 @@ The valid calls are small: q, k, v of shape (1, 2, 8, 4) in blocks of 4 (a 2 x 2
 of 6 x 6 blocks in frames of 2. A softmax scale of 1e308 overflows the scores to infinity, and attention then
 gives NaN exactly as torch's own scaled_dot_product_attention does: that edge is not tried on the attention
 functions (the block map counts nothing as below the threshold there and stays finite, so it is tried on it).
+
+Sizes beyond the problem: the catalogue's ``int>=1`` values above the C int range are refused before any size is
+compared, so the ``[... beyond the problem]`` variants also try the ``workers`` values on the size-like
+parameters: 4096 and 2**31 (and, in test_random_out_of_range_numbers, any integer from 1025 up) are blocks longer
+than the 8 tokens, frames longer than the 6-block maps and more lines than their 17: each must be refused with a
+message naming the parameter (a block of 2**26 tokens once padded 16 tokens to a gigabyte). The online state
+learns n only from its first map, so its variants call the constructor and then the method.
 """
 
 import numpy as np  # noqa: F401
@@ -115,6 +122,22 @@ def _state_method(name):
     return make
 
 
+def _state_then(method, param):
+    """A call that builds the state with ``param`` and then runs ``method`` (update at step 10 on 6 x 6 maps, or
+    attention at step 0 on 8 tokens)."""
+    def make():
+        from numtk.torch.moddit import OnlineMaskState
+
+        def call(**kw):
+            state = OnlineMaskState(**{"top_k": 4, "blocks_per_frame": 2, "block": 4, **kw})
+            if method == "update":
+                return state.update(10, _maps())
+            return state.attention(*_qkv(), 0)
+        defaults = {"top_k": 4, "blocks_per_frame": 2, "block": 4}
+        return call, (), {param: defaults[param]}
+    return make
+
+
 def _demo():
     import numtk.torch.moddit as moddit
 
@@ -146,6 +169,21 @@ MODDIT: list = [
          positional={"step": 0, "block_map": 1}),
     Case("numtk.torch.moddit.OnlineMaskState.attention", _state_method("attention"), {},
          positional={"q": 0, "k": 1, "v": 2, "step": 3}),
+    # sizes beyond the problem (see the module docstring)
+    *[Case(f"numtk.torch.moddit.{name}[block beyond the problem]", make, {"block": "workers"}, positional={"block": i})
+      for name, make, i in (("block_sparse_attention", _attention("block_sparse_attention"), 4),
+                            ("masked_dense_attention", _attention("masked_dense_attention"), 4),
+                            ("block_sparsity_map", _block_map, 2))],
+    *[Case(f"numtk.torch.moddit.{name}[blocks_per_frame beyond the problem]", make, {"blocks_per_frame": "workers"},
+           positional={"blocks_per_frame": 1 if name != "mask_from_lines" else 2})
+      for name, make in (("lines_design_gram", _gram), ("lines_rhs", _rhs), ("fit_line_features", _fit),
+                         ("lines_map", _lines_map), ("mask_from_lines", _mask_from_lines))],
+    Case("numtk.torch.moddit.extrapolate_and_select[top_k beyond the problem]", _select, {"top_k": "workers"},
+         positional={"top_k": 1}),
+    *[Case(f"numtk.torch.moddit.OnlineMaskState.{method}[{param} beyond the problem]", _state_then(method, param),
+           {param: "workers"})
+      for method, param in (("update", "blocks_per_frame"), ("update", "top_k"), ("attention", "block"),
+                            ("attention", "blocks_per_frame"), ("attention", "top_k"))],
     # steps=None is the documented default (42 steps, 24 with quick)
     Case("numtk.torch.moddit.demo", _demo, {}, skip={"steps": ("None",)}, timeout=60.0),
 ]

@@ -206,7 +206,8 @@ def test_extrapolation_is_cur_plus_change_over_T_and_selects_the_smallest(g):
         assert torch.equal(sel.lines, torch.argsort(score, dim=1)[:, :5])
         stacked = extrapolate_and_select(torch.stack([randn(H, 3 * n, g=g), prev, cur]), 5, T, column_weight=w)
         assert torch.equal(stacked.lines, sel.lines)
-    assert extrapolate_and_select([prev, cur], 10**9).lines.shape == (H, 3 * n - 1)   # every line
+    every = extrapolate_and_select([prev, cur], 3 * n - 1).lines                      # every line
+    assert torch.equal(every.sort(dim=1).values, torch.arange(3 * n - 1).expand(H, -1))
 
 
 def test_mask_from_lines_against_a_loop(g):
@@ -422,6 +423,39 @@ def test_validation_names_the_argument(g):
     for call, exc, name in cases:
         with pytest.raises(exc, match=name):
             call()
+
+
+def test_sizes_beyond_the_problem_are_refused(g):
+    # a block longer than both sequences only pads them (2**26 tokens: a gigabyte for 16 tokens); a frame longer
+    # than the map, or more lines than it has, were clamped silently: each is refused, naming the parameter
+    q = randn(1, 1, 16, 4, g=g)
+    m0 = torch.zeros(1, 1, dtype=torch.bool)
+    for block in (17, 2**26, 2**31 - 1):
+        for call in (lambda: block_sparse_attention(q, q, q, m0, block),
+                     lambda: masked_dense_attention(q, q, q, m0, block),
+                     lambda: block_sparsity_map(q, q, block)):
+            with pytest.raises(ValueError, match=r"`block` must be <= max\(Lq, Lk\) = 16"):
+                call()
+    short = q[:, :, :4]                                   # Lq = 4, Lk = 16: a block of 16 is one block each
+    assert block_sparse_attention(short, q, q, m0, 16).shape == (1, 1, 4, 4)
+    assert block_sparsity_map(q, short, 16).shape == (1, 1, 1, 1)
+    two = torch.ones(2, 6, dtype=D64)
+    assert extrapolate_and_select(two, 5).lines.shape == (5,)             # n = 2: 3n - 1 = 5 lines
+    with pytest.raises(ValueError, match="`top_k` must be <= 3n - 1 = 5"):
+        extrapolate_and_select(two, 6)
+    S = torch.rand(1, 4, 4, generator=g, dtype=D64)
+    with pytest.raises(ValueError, match="`blocks_per_frame` must be <= n = 4"):
+        OnlineMaskState(top_k=1, blocks_per_frame=50, warmup=2).update(0, S)
+    with pytest.raises(ValueError, match="`top_k` must be <= 3n - 1 = 11"):
+        OnlineMaskState(top_k=12, blocks_per_frame=2, warmup=2).update(0, S)
+    assert OnlineMaskState(top_k=11, blocks_per_frame=4, warmup=2).update(0, S) is None
+    x = randn(1, 1, 48, 4, g=g)                             # 48 tokens: checked at step 0 already
+    with pytest.raises(ValueError, match="`block` must be <= max"):
+        OnlineMaskState(top_k=2, blocks_per_frame=2).attention(x, x, x, 0)
+    with pytest.raises(ValueError, match="`blocks_per_frame` must be <= n = 6"):
+        OnlineMaskState(top_k=2, blocks_per_frame=7, block=8).attention(x, x, x, 0)
+    with pytest.raises(ValueError, match="`top_k` must be <= 3n - 1 = 17"):
+        OnlineMaskState(top_k=18, blocks_per_frame=2, block=8).attention(x, x, x, 0)
 
 
 def test_finiteness_of_q_k_v_is_checked_by_the_bridge(g, monkeypatch):

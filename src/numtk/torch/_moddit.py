@@ -73,8 +73,14 @@ def _qkv(q: Any, k: Any, v: Any | None) -> tuple:
     return q, k, v
 
 
-def _block(block: Any) -> int:
-    return check_int(block, "block", minimum=1, maximum=C_INT_MAX)
+def _block(block: Any, Lq: int | None = None, Lk: int | None = None) -> int:
+    """1 <= block <= max(Lq, Lk): a longer block covers both sequences whole and would only pad them (to its
+    own length: gigabytes for a block of 2**26 tokens)."""
+    block = check_int(block, "block", minimum=1, maximum=C_INT_MAX)
+    if Lq is not None and block > max(Lq, Lk):
+        raise ValueError(f"`block` must be <= max(Lq, Lk) = {max(Lq, Lk)}, the longer of the query and key "
+                         f"lengths (a longer block only pads the sequences to its length); got {block}")
+    return block
 
 
 def _scale(scale: Any, D: int) -> float:
@@ -85,7 +91,7 @@ def _scale(scale: Any, D: int) -> float:
 
 def _blocks_per_frame(value: Any, n: int, source: str) -> int:
     """1 <= blocks_per_frame <= n, the message naming where n comes from."""
-    value = check_int(value, "blocks_per_frame", minimum=1)
+    value = check_int(value, "blocks_per_frame", minimum=1, maximum=C_INT_MAX)
     if value > n:
         raise ValueError(f"`blocks_per_frame` must be <= n = {n} (the blocks per side given by {source}); got "
                          f"{value}")
@@ -106,6 +112,15 @@ def _block_mask(block_mask: Any, B: int, H: int, nq: int, nk: int, device: Any) 
     if block_mask.device != device:
         raise ValueError(f"`block_mask` must be on the device of `q` ({device}); got {block_mask.device}")
     return block_mask.expand(B, H, nq, nk)
+
+
+def _top_k(value: Any, n: int, source: str) -> int:
+    """1 <= top_k <= 3n - 1 (the lines of an n x n map), the message naming where n comes from."""
+    value = check_int(value, "top_k", minimum=1, maximum=C_INT_MAX)
+    if value > 3 * n - 1:
+        raise ValueError(f"`top_k` must be <= 3n - 1 = {3 * n - 1}, the lines (2n - 1 diagonals and n columns) of "
+                         f"the n = {n} block maps given by {source}; got {value}")
+    return value
 
 
 def _square_maps(S: Any, name: str) -> "torch.Tensor":
@@ -145,8 +160,8 @@ def block_sparsity_map(q: "torch.Tensor", k: "torch.Tensor", block: int, thresho
     k : torch.Tensor, shape (B, H, Lk, D)
         Keys.
     block : int
-        Tokens per block (128 in MOD-DiT). A length that is not a multiple of ``block`` ends in a partial block;
-        its fraction is over its own tokens.
+        Tokens per block (128 in MOD-DiT), at most ``max(Lq, Lk)``. A length that is not a multiple of ``block``
+        ends in a partial block; its fraction is over its own tokens.
     threshold : float, default 1e-4
         A probability is negligible below this (the anchor's default).
     scale : float, optional
@@ -174,10 +189,10 @@ def block_sparsity_map(q: "torch.Tensor", k: "torch.Tensor", block: int, thresho
               [0., 0.]]]])
     """
     q, k, _ = _qkv(q, k, None)
-    block = _block(block)
-    threshold = check_real(threshold, "threshold", low=0.0, high=1.0)
     B, H, Lq, D = q.shape
     Lk = k.shape[2]
+    block = _block(block, Lq, Lk)
+    threshold = check_real(threshold, "threshold", low=0.0, high=1.0)
     scale = _scale(scale, D)
     nq, nk = -(-Lq // block), -(-Lk // block)
     check_size(B * H * nq * nk, 8, "block")
@@ -511,7 +526,7 @@ def _coefficients(item: Any, i: int) -> "torch.Tensor":
                     f"{type(item).__name__}")
 
 
-@constraints(history="tensor", top_k="cap", predict_T="int>=1", column_weight="real>0")
+@constraints(history="tensor", top_k="int>=1", predict_T="int>=1", column_weight="real>0")
 def extrapolate_and_select(history: Any, top_k: int, predict_T: int = 10, *, column_weight: float = 0.5) -> Result:
     r"""Extrapolate the line values of the last two fits and select the ``top_k`` most important lines.
 
@@ -529,7 +544,8 @@ def extrapolate_and_select(history: Any, top_k: int, predict_T: int = 10, *, col
         At least two fits, oldest first: results of :func:`fit_line_features`, coefficient tensors of one shape
         (..., 3n), or one tensor of shape (T, ..., 3n) with T >= 2. Only the last two are read.
     top_k : int
-        Lines to select per map (at most ``3n - 1``; larger values select them all).
+        Lines to select per map, at most ``3n - 1`` (``3n - 1`` selects every line: a mask that keeps every
+        block).
     predict_T : int, default 10
         The divisor of the extrapolation: the interval, in steps, between the fits.
     column_weight : float, default 0.5
@@ -538,7 +554,7 @@ def extrapolate_and_select(history: Any, top_k: int, predict_T: int = 10, *, col
     Returns
     -------
     Result
-        lines : torch.Tensor of int64, shape (..., min(top_k, 3n - 1))
+        lines : torch.Tensor of int64, shape (..., top_k)
             The selected lines, most important first (line numbering of the module: diagonal offset d is line
             ``d + n - 1``, column j is line ``2n - 1 + j``).
         predicted : torch.Tensor, shape (..., 3n)
@@ -578,16 +594,15 @@ def extrapolate_and_select(history: Any, top_k: int, predict_T: int = 10, *, col
                          f"{tuple(prev.shape)} and {tuple(cur.shape)}")
     if prev.device != cur.device or prev.dtype != cur.dtype:
         raise ValueError("`history` must hold coefficients of one dtype on one device")
-    top_k = check_int(top_k, "top_k", minimum=1)
+    n = cur.shape[-1] // 3
+    top_k = _top_k(top_k, n, "`history`")
     predict_T = check_int(predict_T, "predict_T", minimum=1, maximum=C_INT_MAX)
     column_weight = check_real(column_weight, "column_weight", low=0.0, low_open=True)
-    n = cur.shape[-1] // 3
     nd = 2 * n - 1
     pred = cur + (cur - prev) / predict_T
     score = pred[..., :3 * n - 1].clone()
     score[..., nd:] = score[..., nd:] * column_weight
-    k = min(top_k, 3 * n - 1)
-    lines = torch.topk(score, k, dim=-1, largest=False, sorted=True).indices
+    lines = torch.topk(score, top_k, dim=-1, largest=False, sorted=True).indices
     return Result(lines=lines, predicted=pred, block_diagonal=cur[..., -1])
 
 
@@ -683,7 +698,7 @@ def masked_dense_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tenso
     block_mask : torch.Tensor of bool, shape (nq, nk), (H, nq, nk) or (B, H, nq, nk)
         True where attention is computed; ``nq = ceil(Lq / block)``, ``nk = ceil(Lk / block)``.
     block : int
-        Tokens per block.
+        Tokens per block, at most ``max(Lq, Lk)``.
     scale : float, optional
         Default ``1 / sqrt(D)``.
 
@@ -705,9 +720,9 @@ def masked_dense_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tenso
             [0., 0.]])
     """
     q, k, v = _qkv(q, k, v)
-    block = _block(block)
     B, H, Lq, D = q.shape
     Lk = k.shape[2]
+    block = _block(block, Lq, Lk)
     nq, nk = -(-Lq // block), -(-Lk // block)
     mask = _block_mask(block_mask, B, H, nq, nk, q.device)
     scale = _scale(scale, D)
@@ -823,7 +838,7 @@ def block_sparse_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tenso
         True where attention is computed; ``nq = ceil(Lq / block)``, ``nk = ceil(Lk / block)``; broadcast over
         batch and heads.
     block : int
-        Tokens per block (128 in MOD-DiT).
+        Tokens per block (128 in MOD-DiT), at most ``max(Lq, Lk)`` (a longer block would only pad).
     scale : float, optional
         The softmax scale; default ``1 / sqrt(D)``.
 
@@ -847,9 +862,9 @@ def block_sparse_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tenso
     True
     """
     q, k, v = _qkv(q, k, v)
-    block = _block(block)
     B, H, Lq, D = q.shape
-    nq, nk = -(-q.shape[2] // block), -(-k.shape[2] // block)
+    block = _block(block, Lq, k.shape[2])
+    nq, nk = -(-Lq // block), -(-k.shape[2] // block)
     mask = _block_mask(block_mask, B, H, nq, nk, q.device)
     sc = _scale(scale, D)
     if bool(mask.all()):
@@ -860,7 +875,7 @@ def block_sparse_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tenso
 # --------------------------------------------------------------------------------------------------
 # the online state
 # --------------------------------------------------------------------------------------------------
-@constraints(top_k="cap", blocks_per_frame="int>=1", warmup="int>=2", predict_T="int>=1", block="int>=1",
+@constraints(top_k="int>=1", blocks_per_frame="int>=1", warmup="int>=2", predict_T="int>=1", block="int>=1",
              threshold="prob", reg="real>=0", bd_threshold="real", column_weight="real>0")
 class OnlineMaskState:
     r"""MOD-DiT's masking state for one attention layer across the denoising steps of a sampling run.
@@ -880,15 +895,16 @@ class OnlineMaskState:
     Parameters
     ----------
     top_k : int
-        Lines kept per head (300 for HunyuanVideo, 350 for Wan, 100 for CogVideoX in the paper; scale it with n).
+        Lines kept per head (300 for HunyuanVideo, 350 for Wan, 100 for CogVideoX in the paper; scale it with n),
+        at most ``3n - 1`` for block maps of n x n blocks (checked when the maps come).
     blocks_per_frame : int
-        Blocks per video frame (the frame-block diagonal).
+        Blocks per video frame (the frame-block diagonal), at most n.
     warmup : int, default 12
         Full-attention warm-up steps (>= 2: the first prediction needs two fits).
     predict_T : int, default 10
         Steps per interval; also the extrapolation divisor.
     block : int, default 128
-        Tokens per block.
+        Tokens per block, at most the sequence length.
     threshold : float, default 1e-4
         Negligibility threshold of the block maps.
     reg : float, default 1e-5
@@ -918,7 +934,7 @@ class OnlineMaskState:
     def __init__(self, top_k: int, blocks_per_frame: int, *, warmup: int = 12, predict_T: int = 10,
                  block: int = 128, threshold: float = THRESHOLD, reg: float = REG, bd_threshold: float = 1.0,
                  column_weight: float = 0.5) -> None:
-        self.top_k = check_int(top_k, "top_k", minimum=1)
+        self.top_k = check_int(top_k, "top_k", minimum=1, maximum=C_INT_MAX)
         self.blocks_per_frame = check_int(blocks_per_frame, "blocks_per_frame", minimum=1, maximum=C_INT_MAX)
         self.warmup = check_int(warmup, "warmup", minimum=2, maximum=C_INT_MAX)
         self.predict_T = check_int(predict_T, "predict_T", minimum=1, maximum=C_INT_MAX)
@@ -962,15 +978,19 @@ class OnlineMaskState:
         later = range(self.warmup + self.predict_T - 1, num_steps, self.predict_T)
         return first + list(later)
 
+    def _check_geometry(self, n: int, source: str) -> None:
+        """blocks_per_frame and top_k against the n blocks per side of the maps (known only from the data)."""
+        _blocks_per_frame(self.blocks_per_frame, n, source)
+        _top_k(self.top_k, n, source)
+
     def _fit(self, S: "torch.Tensor") -> None:
-        n = S.shape[-1]
-        fit = fit_line_features(S, min(self.blocks_per_frame, n), reg=self.reg)
+        fit = fit_line_features(S, self.blocks_per_frame, reg=self.reg)
         self.fits = (self.fits + [fit])[-2:]
 
     def _predict(self) -> None:
         n = self.history.shape[-1]
         sel = extrapolate_and_select(self.fits, self.top_k, self.predict_T, column_weight=self.column_weight)
-        self.mask = mask_from_lines(sel.lines, n, min(self.blocks_per_frame, n), block_diagonal=sel.block_diagonal,
+        self.mask = mask_from_lines(sel.lines, n, self.blocks_per_frame, block_diagonal=sel.block_diagonal,
                                     bd_threshold=self.bd_threshold)
 
     @constraints(step="int>=0", block_map="tensor")
@@ -1000,6 +1020,7 @@ class OnlineMaskState:
                              f"{tuple(block_map.shape)}")
         S = block_map.mean(dim=0) if block_map.ndim == 4 else block_map
         S = S if S.ndim == 3 else S[None]
+        self._check_geometry(S.shape[-1], "`block_map`")
         if not self.is_dense(step):
             raise ValueError(f"`step` {step} is not a full-attention step of the schedule (see is_dense)")
         if step == 0:
@@ -1048,6 +1069,8 @@ class OnlineMaskState:
         step = check_int(step, "step", minimum=0, maximum=C_INT_MAX)
         if q.shape[2] != k.shape[2]:
             raise ValueError(f"`q` and `k` must have one length (self-attention); got {q.shape[2]} and {k.shape[2]}")
+        _block(self.block, q.shape[2], k.shape[2])
+        self._check_geometry(-(-q.shape[2] // self.block), f"`q` ({q.shape[2]} tokens in blocks of {self.block})")
         if self.is_dense(step):
             out = F.scaled_dot_product_attention(q, k, v)
             if step == 0:
