@@ -272,6 +272,51 @@ def test_chunking_and_padding_do_not_change_the_result(g, monkeypatch, budget):
     np.testing.assert_allclose(out.numpy(), masked_dense_attention(q, k, v, mask, 8).numpy(), rtol=0, atol=1e-13)
 
 
+def _counts_per_row(n, counts, H, g):
+    """A mask per head whose row r keeps counts[r] key blocks, drawn at random."""
+    order = torch.rand(H, n, n, generator=g).argsort(dim=-1)
+    return order < torch.as_tensor(counts)[None, :, None]
+
+
+@pytest.mark.parametrize("budget", [2000, 1 << 23])
+def test_block_sparse_attention_computes_only_the_kept_blocks(g, monkeypatch, budget):
+    # every attention product of the sparse path goes through scaled_dot_product_attention: count its
+    # (query x key) sizes; nothing may compute the dense product (no matmul, no masked_dense_attention)
+    monkeypatch.setitem(_moddit._GATHER_ELEMENTS, "cpu", budget)
+    B, H, L, block, D = 2, 3, 196, 8, 4                    # 25 blocks, the last one partial
+    n = -(-L // block)
+    q, k, v = (randn(B, H, L, D, g=g) for _ in range(3))
+    masks = {
+        "graded": torch.rand(H, n, n, generator=g) < torch.linspace(0.0, 1.0, n)[:, None],
+        "ragged": torch.rand(B, H, n, n, generator=g) < 0.3,
+        # one row keeps 8 blocks, the others 7: padding the 7s to 8 would compute 8/7 > 9/8 of the kept tiles
+        "one longer row": _counts_per_row(n, [8] + [7] * (n - 1), H, g),
+    }
+    real = F.scaled_dot_product_attention
+    for name, mask in masks.items():
+        ref = masked_dense_attention(q, k, v, mask, block)
+        sizes = []
+
+        def spy(Q, K, V, *args, **kwargs):
+            sizes.append((math.prod(Q.shape[:-1]) * K.shape[-2], K.shape[-2]))
+            return real(Q, K, V, *args, **kwargs)
+
+        def dense(*args, **kwargs):
+            raise AssertionError("a dense product on the block-sparse path")
+
+        with monkeypatch.context() as mp:
+            mp.setattr(F, "scaled_dot_product_attention", spy)
+            for target, attr in ((torch, "matmul"), (torch, "bmm"), (torch.Tensor, "__matmul__"),
+                                 (_moddit, "masked_dense_attention"), (_moddit, "block_sparsity_map")):
+                mp.setattr(target, attr, dense)
+            out = block_sparse_attention(q, k, v, mask, block)
+        kept_tiles = int(mask.expand(B, H, n, n).sum())
+        computed = sum(s for s, _ in sizes)
+        assert kept_tiles * block**2 <= computed <= 1.125 * kept_tiles * block**2, (name, computed, kept_tiles)
+        assert max(keys for _, keys in sizes) == int(mask.sum(dim=-1).max()) * block   # the longest row's keys
+        np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=0, atol=1e-13)
+
+
 def test_all_true_mask_is_dense_attention(g):
     q, k, v = randn(2, 2, 40, 8, g=g), randn(2, 2, 40, 8, g=g), randn(2, 2, 40, 8, g=g)
     full = torch.ones(5, 5, dtype=torch.bool)

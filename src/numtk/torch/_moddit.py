@@ -779,8 +779,9 @@ def _gathered_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tensor",
     while start < n_rows:
         kmax = counts_sorted[start]
         c = max(1, min(n_rows - start, budget // (kmax * block * D)))
-        # a chunk stops where its rows would be padded by more than an eighth of its largest count
-        c = min(c, max(1, bisect.bisect_right(descending, -(kmax - kmax // 8)) - start))
+        # a chunk stops before a row that would be padded by more than an eighth of its own count (count >=
+        # kmax - kmax // 9 >= 8 kmax / 9): the tiles computed are at most 9/8 of the tiles kept
+        c = min(c, max(1, bisect.bisect_right(descending, -(kmax - kmax // 9)) - start))
         rows = order[start:start + c]
         local = kept[rows, :kmax]                                           # (c, kmax) key blocks of each row
         glob = local + torch.div(rows, nq, rounding_mode="floor")[:, None] * nk
@@ -816,7 +817,8 @@ def block_sparse_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tenso
     For every query block, the key and value blocks its mask row keeps are gathered (rows are sorted by how many
     they keep and processed in chunks, each padded to its own largest count, the padding masked out), and
     :func:`torch.nn.functional.scaled_dot_product_attention` runs on the gathered tensors: the work and memory
-    grow with the kept blocks, not with ``Lq * Lk``. The result equals :func:`masked_dense_attention` (the
+    grow with the kept blocks, not with ``Lq * Lk``. A chunk pads no row by more than an eighth of the blocks it
+    keeps, so at most 9/8 of the kept (block x block) tiles are computed. The result equals :func:`masked_dense_attention` (the
     softmax over the kept keys only) up to floating-point rounding.
 
     - All-true mask: the call *is* ``scaled_dot_product_attention(q, k, v, scale=scale)`` (the same bits; the
