@@ -405,6 +405,40 @@ def test_online_update_changes_only_unmasked_history(g):
         state.update(15, new)
 
 
+def test_frame_block_heads_are_decided_once_at_the_end_of_the_warm_up():
+    # the anchor decides which heads keep the frame-block diagonal once, at the end of the warm-up, and keeps
+    # that mode at every refit. Head 0: important columns and important frame blocks during the warm-up (BD
+    # coefficient -0.3 <= 0: keeps them), negligible frame blocks at the refit (+0.3: a refit alone would drop
+    # them). Head 1: important diagonals, frame blocks negligible (+0.3), then important (-0.3).
+    n, bpf = 12, 3
+    nd = 2 * n - 1
+
+    def maps(bd0, bd1):
+        x = torch.zeros(2, 3 * n, dtype=D64)
+        x[:, nd:nd + n] = 0.9                                   # a constant 0.9 (as columns)
+        x[0, nd + torch.tensor([0, 5, 9])] -= 0.8               # head 0: columns 0, 5, 9 matter
+        x[1, torch.tensor([4, 7, 16]) + n - 1] -= 0.8           # head 1: diagonals 4, 7 and 16 - 11 = 5 matter
+        x[:, -1] = torch.tensor([bd0, bd1], dtype=D64)
+        return lines_map(x, bpf)
+
+    state = OnlineMaskState(top_k=3, blocks_per_frame=bpf, bd_threshold=0.0)
+    state.update(10, maps(-0.3, 0.3))
+    state.update(11, maps(-0.3, 0.3))
+    assert state.block_diagonal_heads.tolist() == [True, False]
+    frames = _moddit._bd_mask(n, bpf, "cpu")
+    assert bool(state.mask[0][frames].all()) and not bool(state.mask[1][frames].all())
+    state.update(21, maps(0.3, -0.3))
+    assert state.fits[-1].block_diagonal[0] > 0.2                # the refit alone would drop head 0's frames
+    assert state.block_diagonal_heads.tolist() == [True, False]
+    sel = extrapolate_and_select(state.fits, 3, 10)
+    assert torch.equal(state.mask, mask_from_lines(sel.lines, n, bpf, block_diagonal=torch.tensor([True, False])))
+    assert bool(state.mask[0][frames].all())
+    # a new run decides again
+    state.update(10, maps(0.3, -0.3))
+    state.update(11, maps(0.3, -0.3))
+    assert state.block_diagonal_heads.tolist() == [False, True]
+
+
 def test_online_attention_follows_the_schedule(g):
     B, H, L, D, block = 1, 2, 48, 8, 8
     state = OnlineMaskState(top_k=2, blocks_per_frame=2, warmup=3, predict_T=2, block=block)

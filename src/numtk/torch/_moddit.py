@@ -628,7 +628,9 @@ def mask_from_lines(lines: "torch.Tensor", n: int, blocks_per_frame: int, *,
     blocks_per_frame : int
         Blocks per video frame, ``1 <= blocks_per_frame <= n``.
     block_diagonal : torch.Tensor, shape (...), optional
-        The frame-block coefficient of each map; None: no map keeps the frame diagonal.
+        The frame-block coefficient of each map (floating), or the decision itself (bool: True for the maps that
+        keep the frame diagonal, ``bd_threshold`` unused; :class:`OnlineMaskState` decides once per run); None:
+        no map keeps the frame diagonal.
     bd_threshold : float, default 1.0
         Maps with ``block_diagonal <= bd_threshold`` keep the frame-block diagonal.
 
@@ -667,14 +669,18 @@ def mask_from_lines(lines: "torch.Tensor", n: int, blocks_per_frame: int, *,
     nd = 2 * n - 1
     mask = chosen[..., _diag_index(n, device)] | chosen[..., None, nd:]
     if block_diagonal is not None:
-        check_tensor(block_diagonal, "block_diagonal")
+        check_tensor(block_diagonal, "block_diagonal", dtype=None)
+        if not (block_diagonal.is_floating_point() or block_diagonal.dtype == torch.bool):
+            raise TypeError(f"`block_diagonal` must hold floating-point coefficients or bools; got dtype "
+                            f"{block_diagonal.dtype}")
         if tuple(block_diagonal.shape) != lead:
             raise ValueError(f"`block_diagonal` must have shape {lead} (one value per map of `lines`); got "
                              f"{tuple(block_diagonal.shape)}")
         if block_diagonal.device != device:
             raise ValueError(f"`block_diagonal` must be on the device of `lines` ({device}); got "
                              f"{block_diagonal.device}")
-        keep = (block_diagonal <= bd_threshold)[..., None, None]
+        keep = block_diagonal if block_diagonal.dtype == torch.bool else block_diagonal <= bd_threshold
+        keep = keep[..., None, None]
         mask = mask | (keep & _bd_mask(n, bpf, device))
     return mask
 
@@ -889,6 +895,9 @@ class OnlineMaskState:
     ... (21, 31, ... for the defaults). At those steps the history is updated only where the current mask
     computed attention, ``history <- where(mask, new_map, history)`` (blocks the mask skipped keep their old
     measurement), the history is refitted, the last two fits are extrapolated and the next mask is selected.
+    Which heads keep the frame-block diagonal is decided once, at step ``warmup - 1``, from the frame-block
+    coefficient of that step's fit (``<= bd_threshold``), and kept for the rest of the run: the anchor decides
+    the heads' mode in ``predict_mask_from_warmup`` at the end of the warm-up and reuses it at every refit.
 
     (In the anchor the fit of step ``warmup - 2`` comes out as zeros, because its solver runs only for steps
     above ``warmup - 2``; the first prediction there is then ``cur * (1 + 1/T)``, the same ranking as ``cur``.
@@ -912,7 +921,8 @@ class OnlineMaskState:
     reg : float, default 1e-5
         Ridge term of the fits.
     bd_threshold : float, default 1.0
-        Heads whose frame-block coefficient is ``<= bd_threshold`` keep the frame-block diagonal.
+        Heads whose frame-block coefficient at the end of the warm-up is ``<= bd_threshold`` keep the frame-block
+        diagonal for the whole run.
     column_weight : float, default 0.5
         Factor of the column values in the ranking (:func:`extrapolate_and_select`).
 
@@ -922,6 +932,8 @@ class OnlineMaskState:
         The mask for the coming sparse steps (None until the end of the warm-up).
     history : torch.Tensor, shape (H, n, n), or None
         The block map as last measured, block by block.
+    block_diagonal_heads : torch.Tensor of bool, shape (H,), or None
+        The heads that keep the frame-block diagonal (decided at step ``warmup - 1``).
     fits : list of Result
         The last two fits of :func:`fit_line_features`.
 
@@ -955,6 +967,7 @@ class OnlineMaskState:
         """Forget the maps, fits and mask (a new sampling run)."""
         self.mask: "torch.Tensor | None" = None
         self.history: "torch.Tensor | None" = None
+        self.block_diagonal_heads: "torch.Tensor | None" = None
         self.fits: list = []
 
     @property
@@ -992,8 +1005,9 @@ class OnlineMaskState:
     def _predict(self) -> None:
         n = self.history.shape[-1]
         sel = extrapolate_and_select(self.fits, self.top_k, self.predict_T, column_weight=self.column_weight)
-        self.mask = mask_from_lines(sel.lines, n, self.blocks_per_frame, block_diagonal=sel.block_diagonal,
-                                    bd_threshold=self.bd_threshold)
+        if self.block_diagonal_heads is None:                      # the end of the warm-up: decided once
+            self.block_diagonal_heads = sel.block_diagonal <= self.bd_threshold
+        self.mask = mask_from_lines(sel.lines, n, self.blocks_per_frame, block_diagonal=self.block_diagonal_heads)
 
     @constraints(step="int>=0", block_map="tensor")
     def update(self, step: int, block_map: "torch.Tensor") -> "torch.Tensor | None":
@@ -1037,6 +1051,7 @@ class OnlineMaskState:
             self.history = S.clone()
             self._fit(self.history)
             if step == self.warmup - 1:
+                self.block_diagonal_heads = None                   # decided afresh by this prediction
                 self._predict()
             return self.mask
         if self.mask is None or len(self.fits) < 1:
