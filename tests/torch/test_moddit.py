@@ -439,6 +439,24 @@ def test_frame_block_heads_are_decided_once_at_the_end_of_the_warm_up():
     assert state.block_diagonal_heads.tolist() == [False, True]
 
 
+def test_a_missing_warm_up_step_is_named(g):
+    S = torch.rand(2, 6, 6, generator=g, dtype=D64)
+    state = OnlineMaskState(top_k=2, blocks_per_frame=2)
+    with pytest.raises(ValueError, match=r"`step` 11 is the last warm-up step: .* block map of warm-up step 10, "
+                                         r"recorded just before it, and none was recorded in this run"):
+        state.update(11, S)
+    state.update(10, S)
+    state.update(11, S)
+    assert state.mask is not None
+    with pytest.raises(ValueError, match="warm-up step 10, recorded just before it, and the last one recorded was "
+                                         "that of step 11"):
+        state.update(11, S)                                    # twice: step 10 must come again first
+    mask = state.update(10, S)                                 # step warmup - 2 starts a new run
+    assert mask is None and state.fits and len(state.fits) == 1
+    with pytest.raises(ValueError, match="`step` 1 is the last warm-up step"):
+        OnlineMaskState(top_k=2, blocks_per_frame=2, warmup=2).update(1, S)
+
+
 def test_online_attention_follows_the_schedule(g):
     B, H, L, D, block = 1, 2, 48, 8, 8
     state = OnlineMaskState(top_k=2, blocks_per_frame=2, warmup=3, predict_T=2, block=block)
@@ -557,6 +575,34 @@ def test_finiteness_of_q_k_v_is_checked_by_the_bridge(g, monkeypatch):
             block_sparse_attention(*args, m, 8)
     big = torch.full((1, 1, 8, 4), 3e38)                 # finite, though its sum overflows float32
     assert bool(torch.isfinite(block_sparsity_map(big, big, 8)).all())
+
+
+def test_the_asv_suite_is_skipped_without_torch(monkeypatch):
+    import builtins
+    import importlib
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[2] / "bench"
+    if not (bench / "benchmarks" / "bench_torch_moddit.py").is_file():
+        pytest.skip("bench/ is not in this checkout")
+    monkeypatch.syspath_prepend(str(bench))
+    before = set(sys.modules)
+    suite = importlib.import_module("benchmarks.bench_torch_moddit")
+    real = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("No module named 'torch'")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    for bench_class, args in ((suite.BlockSparseAttention, (0.8, "rows")), (suite.BlockMapAndFit, ())):
+        with pytest.raises(NotImplementedError, match="torch is not installed"):
+            bench_class().setup(*args)
+    monkeypatch.undo()
+    for name in set(sys.modules) - before:                    # bench/'s modules leave with bench/'s path
+        del sys.modules[name]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -969,6 +969,7 @@ class OnlineMaskState:
         self.history: "torch.Tensor | None" = None
         self.block_diagonal_heads: "torch.Tensor | None" = None
         self.fits: list = []
+        self._recorded: int | None = None                         # the last step whose map was recorded
 
     @property
     def sparsity(self) -> float | None:
@@ -1014,8 +1015,9 @@ class OnlineMaskState:
         """Record the block map measured at full-attention step ``step``; returns the mask for the next steps.
 
         Steps before ``warmup - 2`` record nothing; ``warmup - 2`` and ``warmup - 1`` store and fit the map (the
-        latter predicts the first mask); later dense steps merge the map into the history where the current
-        mask computed attention, refit and predict. Step 0 resets the state first (a new sampling run).
+        latter predicts the first mask, and needs the former just before it); later dense steps merge the map
+        into the history where the current mask computed attention, refit and predict. Step 0 and step
+        ``warmup - 2`` reset the state first (a new sampling run).
 
         Parameters
         ----------
@@ -1039,15 +1041,22 @@ class OnlineMaskState:
         self._check_geometry(S.shape[-1], "`block_map`")
         if not self.is_dense(step):
             raise ValueError(f"`step` {step} is not a full-attention step of the schedule (see is_dense)")
-        if step == 0:
+        if step in (0, self.warmup - 2):
             self.reset()
         if step < self.warmup - 2:
             return self.mask
+        if step == self.warmup - 1 and self._recorded != step - 1:
+            got = ("none was recorded in this run" if self._recorded is None else
+                   f"the last one recorded was that of step {self._recorded}")
+            raise ValueError(f"`step` {step} is the last warm-up step: its prediction needs the block map of warm-up "
+                             f"step {step - 1}, recorded just before it, and {got} (call update, or attention, at "
+                             f"every full-attention step from step {step - 1} on, in order)")
         if self.history is not None and self.history.shape != S.shape:
             raise ValueError(f"`block_map` must have the shape of the earlier maps, {tuple(self.history.shape)}; "
                              f"got {tuple(S.shape)}")
         S = S.detach()
         if step < self.warmup:
+            self._recorded = step
             self.history = S.clone()
             self._fit(self.history)
             if step == self.warmup - 1:
@@ -1057,6 +1066,7 @@ class OnlineMaskState:
         if self.mask is None or len(self.fits) < 1:
             raise ValueError(f"`step` {step}: no mask yet; record the warm-up maps of steps {self.warmup - 2} and "
                              f"{self.warmup - 1} first")
+        self._recorded = step
         self.history = torch.where(self.mask.to(S.device), S, self.history)
         self._fit(self.history)
         self._predict()
