@@ -49,10 +49,10 @@ def _keep():
 
 
 def _block_ctor():
-    return _td().TokenDropBlock, (_model().model.layers[0],), {"rho": 0.5, "lazy_layers": 0, "exact": False}
+    return _td().TokenDropBlock, (_model().model.layers[0],), {"rho": 0.5, "lazy_layers": 0, "exact": True}
 
 
-def _block_forward(exact=False):
+def _block_forward(exact=True):
     def make():
         import torch
 
@@ -78,7 +78,7 @@ def _layerdrop_forward():
 
 
 def _wrap():
-    return _td().wrap_model, (_model(),), {"rho": 0.5, "lazy_layers": 1, "mode": "tokendrop", "exact": False,
+    return _td().wrap_model, (_model(),), {"rho": 0.5, "lazy_layers": 1, "mode": "tokendrop", "exact": True,
                                            "rng": 0}
 
 
@@ -142,7 +142,7 @@ TOKENDROP: list = [
     Case("numtk.torch.tokendrop.TokenDropBlock", _block_ctor, {}, positional={"block": 0}),
     Case("numtk.torch.tokendrop.TokenDropBlock.forward", _block_forward(), {"token_mask": "tensor"},
          positional={"hidden_states": 0}),
-    Case("numtk.torch.tokendrop.TokenDropBlock.forward[exact]", _block_forward(exact=True),
+    Case("numtk.torch.tokendrop.TokenDropBlock.forward[split]", _block_forward(exact=False),
          {"hidden_states": "tensor", "token_mask": "tensor"}, positional={"hidden_states": 0}),
     Case("numtk.torch.tokendrop.LayerDropBlock", _layerdrop_ctor, {}, positional={"block": 0}),
     Case("numtk.torch.tokendrop.LayerDropBlock.forward", _layerdrop_forward, {}, positional={"hidden_states": 0},

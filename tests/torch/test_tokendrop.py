@@ -88,16 +88,6 @@ def block_inputs(model, B=2, T=64, seed=0, dtype=F64):
     return x, model.model.rotary_emb(x, torch.arange(T)[None])
 
 
-def rows_are_batch_invariant(dtype):
-    """Whether this backend's matrix products give a row the same floats in a product of 16+ rows as in the full
-    one (the only source of difference between the split and the dense block)."""
-    g = torch.Generator().manual_seed(3)
-    a = torch.randn(128, 64, generator=g, dtype=dtype)
-    w = torch.randn(96, 64, generator=g, dtype=dtype)
-    full = a @ w.T
-    return all(torch.equal(a[i:i + n] @ w.T, full[i:i + n]) for i, n in ((0, 16), (5, 37), (64, 64)))
-
-
 # --------------------------------------------------------------------------------------------------
 # scores and selection
 # --------------------------------------------------------------------------------------------------
@@ -176,12 +166,13 @@ def test_selection_validation():
 # the block: forward values
 # --------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_exact_block_is_bit_identical_for_any_selection(dtype):
+def test_block_is_bit_identical_for_any_selection_by_default(dtype):
     model = tiny(dtype, layers=1)
     layer = model.model.layers[0]
     x, cos_sin = block_inputs(model, dtype=dtype)
     dense = layer(x, position_embeddings=cos_sin)
-    block = TokenDropBlock(layer, exact=True)
+    block = TokenDropBlock(layer)
+    assert block.exact
     g = torch.Generator().manual_seed(1)
     for k in (0, 1, 5, 32, 63, 64):
         y = block(x, position_embeddings=cos_sin, token_mask=random_mask(2, 64, k, g))
@@ -190,30 +181,28 @@ def test_exact_block_is_bit_identical_for_any_selection(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-def test_split_block_equals_the_dense_block(dtype):
-    """The split recomputes the block in row groups; with 16+ rows per group on a backend whose products do not
-    depend on the number of rows, it is bit-identical; in every case equal to rounding."""
+def test_fast_split_block_equals_the_dense_block_to_rounding(dtype):
+    """exact=False recomputes the block in two row groups: equal to the dense block up to rounding."""
     model = tiny(dtype, layers=1)
     layer = model.model.layers[0]
     x, cos_sin = block_inputs(model, dtype=dtype)
     dense = layer(x, position_embeddings=cos_sin)
-    block = TokenDropBlock(layer)
+    block = TokenDropBlock(layer, exact=False)
     g = torch.Generator().manual_seed(2)
     tol = 1e-12 if dtype == F64 else 1e-5
-    invariant = rows_are_batch_invariant(dtype)
-    for k in (1, 5, 16, 32, 48, 64):
+    for k in (1, 5, 16, 32, 48, 63):
         y = block(x, position_embeddings=cos_sin, token_mask=random_mask(2, 64, k, g))
         torch.testing.assert_close(y, dense, rtol=tol, atol=tol)
-        if invariant and min(k, 64 - k) in (0, 16, 32):
-            assert torch.equal(y, dense), k
 
 
 def test_wrapped_model_logits_are_the_dense_models():
     ids, labels = copy_task(2, 65, 40, rng=0)
     dense = tiny()(ids)
     for rho in (0.25, 0.5, 1.0):
-        assert torch.equal(wrap_model(tiny(), rho=rho, lazy_layers=1, exact=True)(ids), dense)
-        torch.testing.assert_close(wrap_model(tiny(), rho=rho, lazy_layers=0)(ids), dense, rtol=1e-12, atol=1e-12)
+        for lazy in (0, 1):
+            assert torch.equal(wrap_model(tiny(), rho=rho, lazy_layers=lazy)(ids), dense)
+            torch.testing.assert_close(wrap_model(tiny(), rho=rho, lazy_layers=lazy, exact=False)(ids), dense,
+                                       rtol=1e-12, atol=1e-12)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -368,13 +357,13 @@ def test_saved_bytes_fall_linearly_with_rho():
 
     dense = measure(tiny())
     rhos = np.array([0.125, 0.25, 0.5, 0.75, 1.0])
-    ratios = np.array([measure(wrap_model(tiny(), rho=r, lazy_layers=0)) / dense for r in rhos])
+    ratios = np.array([measure(wrap_model(tiny(), rho=r, lazy_layers=0)) / dense for r in rhos])  # exact
     assert ratios[-1] == 1.0 and np.all(np.diff(ratios) > 0)
     slope, icpt = np.polyfit(rhos, ratios, 1)
     assert np.max(np.abs(icpt + slope * rhos - ratios)) < 0.02  # linear in rho
     assert 0.75 < slope < 1.0 and ratios[0] < 0.35  # most of the saved memory scales with rho
-    exact = [measure(wrap_model(tiny(), rho=r, lazy_layers=0, exact=True)) / dense for r in rhos]
-    np.testing.assert_allclose(exact, ratios, rtol=1e-12)  # the exact forward saves nothing more
+    fast = [measure(wrap_model(tiny(), rho=r, lazy_layers=0, exact=False)) / dense for r in rhos]
+    np.testing.assert_allclose(fast, ratios, rtol=1e-12)  # the exact forward saves nothing more than the split
     lazy = measure(wrap_model(tiny(), rho=0.25, lazy_layers=1)) / dense  # block 0 dense
     assert ratios[1] < lazy < ratios[1] + 0.3
 
@@ -441,7 +430,7 @@ def test_scores_equal_the_residual_updates_seen_by_hooks():
     for h in hooks:
         h.remove()
     oracle = [np.linalg.norm(o.detach().numpy() - i.detach().numpy(), axis=-1) for i, o in seen]
-    model = wrap_model(tiny(), rho=0.25, lazy_layers=2, exact=True)
+    model = wrap_model(tiny(), rho=0.25, lazy_layers=2)
     model(ids)
     for block, s in zip(model.model.layers, oracle):
         np.testing.assert_allclose(block.last_scores.numpy(), s, rtol=1e-12)
@@ -563,12 +552,12 @@ def test_wrap_model_on_transformers_llama(impl):
     assert torch.equal(logits1, logits0)
     for a, b in zip(g0, g1):
         torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
-    model = wrap_model(hf_model(impl), rho=0.5, exact=True)
+    model = wrap_model(hf_model(impl), rho=0.5)
     logits2, _ = step(model, ids, labels)
     assert torch.equal(logits2, logits0)
     assert [None if b.last_mask is None else int(b.last_mask[0].sum()) for b in model.model.layers] == \
         [None, 17, 17, 17]
-    model = wrap_model(hf_model(impl), rho=0.5)
+    model = wrap_model(hf_model(impl), rho=0.5, exact=False)
     out = model(ids)
     torch.testing.assert_close(out.logits, logits0, rtol=1e-6, atol=1e-6)  # eager's float32 softmax
     assert out.past_key_values.get_seq_length() == 33  # the cache the dense model would fill
@@ -613,8 +602,8 @@ def test_transformers_padding_mask():
     pad = torch.ones(2, 33, dtype=torch.long)
     pad[1, :5] = 0
     dense = hf_model()(ids, attention_mask=pad).logits
-    exact = wrap_model(hf_model(), rho=0.5, exact=True)(ids, attention_mask=pad).logits
-    split = wrap_model(hf_model(), rho=0.5)(ids, attention_mask=pad).logits
+    exact = wrap_model(hf_model(), rho=0.5)(ids, attention_mask=pad).logits
+    split = wrap_model(hf_model(), rho=0.5, exact=False)(ids, attention_mask=pad).logits
     assert torch.equal(exact, dense)
     torch.testing.assert_close(split[:, 5:], dense[:, 5:], rtol=1e-12, atol=1e-12)
 

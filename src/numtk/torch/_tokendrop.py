@@ -312,14 +312,15 @@ class TokenDropBlock(nn.Module):
     lazy_layers : int, default 0
         The block runs dense (every token with autograd) and only scores when its depth in the model (set by
         :func:`wrap_model`; 0 for a block used alone) is below ``lazy_layers``.
-    exact : bool, default False
-        False: the split computation above (the method: forward work as the dense block's, backward work and
-        saved activations about ``rho`` times). Its output equals the dense block's up to rounding; it is
-        bit-identical when the backend's matrix products give each row the same floats whatever the number of
-        rows (true of this build's CPU kernels from 16 rows on, not guaranteed). True: the output values come
-        from the wrapped block's own forward run under ``torch.no_grad()`` (bit-identical to the dense block
-        for any selection, dtype and device) and the gradient from the split computation of the selected
-        tokens; it costs one more forward of the selected tokens, and saves as little as the split.
+    exact : bool, default True
+        True: the output values come from the wrapped block's own forward, run under ``torch.no_grad()``, so they
+        are bit-identical to the dense block's for any selection, dtype and device; the gradient comes from the
+        split computation of the selected tokens (it saves exactly as little as the split). It costs the
+        block's forward plus the split of the selected tokens (the unselected tokens' keys and values are
+        projected twice). False: the split computation alone (forward work as the dense block's, backward work
+        and saved activations about ``rho`` times): the same function computed in two row groups, so its output
+        equals the dense block's up to rounding only (the backend's kernels need not give a row the same floats
+        in a product of fewer rows). Its gradient is the same in both modes.
 
     Attributes
     ----------
@@ -352,13 +353,13 @@ class TokenDropBlock(nn.Module):
     >>> layer = model.model.layers[0]
     >>> x = torch.randn(2, 8, 64, dtype=torch.float64, requires_grad=True)
     >>> cos_sin = model.model.rotary_emb(x, torch.arange(8)[None])
-    >>> block = TokenDropBlock(layer, rho=0.25, exact=True)
+    >>> block = TokenDropBlock(layer, rho=0.25)
     >>> y = block(x, position_embeddings=cos_sin)
     >>> torch.equal(y, layer(x, position_embeddings=cos_sin)), block.last_mask.sum(1).tolist()
     (True, [2, 2])
     """
 
-    def __init__(self, block: "nn.Module", *, rho: float = 0.5, lazy_layers: int = 0, exact: bool = False) -> None:
+    def __init__(self, block: "nn.Module", *, rho: float = 0.5, lazy_layers: int = 0, exact: bool = True) -> None:
         _check_block(block)
         rho = _check_rho(rho)
         lazy_layers = check_int(lazy_layers, "lazy_layers", minimum=0, maximum=2**31 - 1)
@@ -796,7 +797,7 @@ def _per_layer(rho: Any, L: int) -> list[float]:
 @constraints(model="any", rho=("prob", "array1d"), lazy_layers=("int>=0", "option"), mode="option", exact="bool",
              rng="rng")
 def wrap_model(model: "nn.Module", rho: Any = 0.5, lazy_layers: int | None = None, *, mode: str = "tokendrop",
-               exact: bool = False, rng: Any = None) -> "nn.Module":
+               exact: bool = True, rng: Any = None) -> "nn.Module":
     """Wrap the decoder blocks of a llama-layout model for TokenDrop (or DropBP's layer skipping), in place.
 
     Parameters
@@ -815,8 +816,10 @@ def wrap_model(model: "nn.Module", rho: Any = 0.5, lazy_layers: int | None = Non
     mode : {'tokendrop', 'layerdrop'}, default 'tokendrop'
         ``'tokendrop'`` wraps each block in a :class:`TokenDropBlock`, ``'layerdrop'`` in a
         :class:`LayerDropBlock` (the baseline).
-    exact : bool, default False
-        ``'tokendrop'`` only: see :class:`TokenDropBlock`.
+    exact : bool, default True
+        ``'tokendrop'`` only: True, forward values bit-identical to the dense model's (at the cost of one more
+        forward of the selected tokens); False, the faster split, equal to the dense model up to rounding. See
+        :class:`TokenDropBlock`.
     rng : None, int, numpy.random.Generator or torch.Generator, optional
         ``'layerdrop'`` only: draws the keep/drop decisions (one generator for all blocks).
 
@@ -841,7 +844,7 @@ def wrap_model(model: "nn.Module", rho: Any = 0.5, lazy_layers: int | None = Non
     >>> model = apply_lora(TinyLlamaForCausalLM(TinyLlamaConfig(num_hidden_layers=4), rng=0), rng=0)
     >>> ids, labels = copy_task(2, 16, 32, rng=0)
     >>> dense = model(ids)
-    >>> _ = wrap_model(model, rho=0.25, lazy_layers=1, exact=True)
+    >>> _ = wrap_model(model, rho=0.25, lazy_layers=1)
     >>> logits = model(ids)
     >>> torch.equal(logits, dense)
     True
