@@ -8,9 +8,10 @@ functions (the block map counts nothing as below the threshold there and stays f
 Sizes beyond the problem: the catalogue's ``int>=1`` values above the C int range are refused before any size is
 compared, so the ``[... beyond the problem]`` variants also try the ``workers`` values on the size-like
 parameters: 4096 and 2**31 (and, in test_random_out_of_range_numbers, any integer from 1025 up) are blocks longer
-than the 8 tokens, frames longer than the 6-block maps and more lines than their 17: each must be refused with a
-message naming the parameter (a block of 2**26 tokens once padded 16 tokens to a gigabyte). The online state
-learns n only from its first map, so its variants call the constructor and then the method.
+than the 8 tokens (or text parts as long), frames longer than the 6-block maps and more lines than their 17:
+each must be refused with a message naming the parameter (a block of 2**26 tokens once padded 16 tokens to a
+gigabyte). The online state learns n only from its first map, so its variants call the constructor and then the
+method.
 """
 
 import numpy as np  # noqa: F401
@@ -95,14 +96,14 @@ def _mask_from_lines():
 
     lines = torch.tensor([[0, 5, 12], [3, 11, 16]])
     return (moddit.mask_from_lines, (lines, 6, 2),
-            {"block_diagonal": torch.tensor([0.5, 2.0]), "bd_threshold": 1.0})
+            {"block_diagonal": torch.tensor([0.5, 2.0]), "bd_threshold": 1.0, "text_blocks": 1, "text_position": "end"})
 
 
 def _state_ctor():
     from numtk.torch.moddit import OnlineMaskState
 
     return OnlineMaskState, (), dict(top_k=4, blocks_per_frame=2, warmup=12, predict_T=10, block=4, threshold=1e-4,
-                                     reg=1e-5, bd_threshold=1.0, column_weight=0.5)
+                                     reg=1e-5, bd_threshold=1.0, column_weight=0.5, text_tokens=0, text_position="end")
 
 
 def _state_method(name):
@@ -133,7 +134,7 @@ def _state_then(method, param):
             if method == "update":
                 return state.update(10, _maps())
             return state.attention(*_qkv(), 0)
-        defaults = {"top_k": 4, "blocks_per_frame": 2, "block": 4}
+        defaults = {"top_k": 4, "blocks_per_frame": 2, "block": 4, "text_tokens": 0}
         return call, (), {param: defaults[param]}
     return make
 
@@ -181,9 +182,9 @@ MODDIT: list = [
     Case("numtk.torch.moddit.extrapolate_and_select[top_k beyond the problem]", _select, {"top_k": "workers"},
          positional={"top_k": 1}),
     *[Case(f"numtk.torch.moddit.OnlineMaskState.{method}[{param} beyond the problem]", _state_then(method, param),
-           {param: "workers"})
+           {param: "workers"}, skip={"text_tokens": ("0",)})       # no text: valid
       for method, param in (("update", "blocks_per_frame"), ("update", "top_k"), ("attention", "block"),
-                            ("attention", "blocks_per_frame"), ("attention", "top_k"))],
+                            ("attention", "blocks_per_frame"), ("attention", "top_k"), ("attention", "text_tokens"))],
     # steps=None is the documented default (42 steps, 24 with quick)
     Case("numtk.torch.moddit.demo", _demo, {}, skip={"steps": ("None",)}, timeout=60.0),
 ]

@@ -224,6 +224,12 @@ def test_mask_from_lines_against_a_loop(g):
                 assert bool(mask[h, i, j]) == want
     assert torch.equal(mask_from_lines(lines, n, bpf), mask_from_lines(lines, n, bpf, block_diagonal=bd,
                                                                        bd_threshold=-3.0))
+    for position, video in (("start", slice(3, None)), ("end", slice(0, n))):
+        full = mask_from_lines(lines, n, bpf, block_diagonal=bd, text_blocks=3, text_position=position)
+        assert full.shape == (H, n + 3, n + 3) and torch.equal(full[:, video, video], mask)
+        text = torch.ones(n + 3, dtype=torch.bool)
+        text[video] = False
+        assert bool(full[:, text].all()) and bool(full[:, :, text].all())
 
 
 # --------------------------------------------------------------------------------------------------
@@ -437,6 +443,72 @@ def test_frame_block_heads_are_decided_once_at_the_end_of_the_warm_up():
     state.update(10, maps(0.3, -0.3))
     state.update(11, maps(0.3, -0.3))
     assert state.block_diagonal_heads.tolist() == [False, True]
+
+
+@pytest.mark.parametrize("position,T,V", [("start", 16, 40), ("end", 12, 48), ("end", 0, 44)])
+def test_text_tokens_keep_full_attention(g, position, T, V):
+    # a joint sequence of T text tokens (first or last) and V video tokens, blocks of 8: the block maps cover the
+    # video blocks (video queries, video keys, the softmax over every key); at the sparse steps the text rows and
+    # columns are computed whole, and the output is masked dense attention with that mask
+    B, H, D, block = 2, 2, 8, 8
+    L = T + V
+    video = slice(T, L) if position == "start" else slice(0, V)
+    n, t = -(-V // block), -(-T // block)
+    vb = slice(t, None) if position == "start" else slice(0, n)
+    state = OnlineMaskState(top_k=2, blocks_per_frame=2, warmup=3, predict_T=2, block=block, text_tokens=T,
+                            text_position=position)
+    text_rows = torch.ones(L, dtype=torch.bool)
+    text_rows[video] = False
+    sparse_steps = 0
+    for step in range(7):
+        q, k, v = randn(B, H, L, D, g=g), randn(B, H, L, D, g=g), randn(B, H, L, 5, g=g)
+        before = None if state.history is None else state.history.clone()
+        mask = state.mask
+        out = state.attention(q, k, v, step)
+        dense = F.scaled_dot_product_attention(q, k, v)
+        if state.is_dense(step):
+            assert torch.equal(out, dense)
+            if step >= 1:                                          # the video block map of this step, merged
+                want = torch.from_numpy(np_block_map(q[:, :, video].numpy(), k.numpy(), block, 1e-4)).mean(dim=0)
+                want = want[..., vb]
+                used = torch.ones(H, n, n, dtype=torch.bool) if step < 3 else (mask[:, vb, vb])
+                np.testing.assert_allclose(state.history[used].numpy(), want[used].numpy(), atol=1e-15)
+                if before is not None:
+                    assert torch.equal(state.history[~used], before[~used])
+            continue
+        sparse_steps += 1
+        assert mask.shape == (H, n + t, n + t)
+        assert bool(mask[:, ~vb_mask(n + t, vb)].all()) and bool(mask[:, :, ~vb_mask(n + t, vb)].all())
+        assert torch.equal(state.video_mask, mask[:, vb, vb]) and not bool(state.video_mask.all())
+        np.testing.assert_allclose(out.numpy(), masked_dense_attention(q, k, v, mask, block).numpy(), rtol=0,
+                                   atol=1e-13)
+        np.testing.assert_allclose(out[:, :, text_rows].numpy(), dense[:, :, text_rows].numpy(), rtol=0,
+                                   atol=1e-13)                         # text queries attend to every key
+    assert sparse_steps == 2
+
+
+def vb_mask(nb, vb):
+    """The blocks of slice vb among nb blocks, as a bool vector."""
+    m = torch.zeros(nb, dtype=torch.bool)
+    m[vb] = True
+    return m
+
+
+def test_text_geometry_is_checked(g):
+    x = randn(1, 1, 60, 4, g=g)
+    with pytest.raises(ValueError, match="`text_tokens` must be a multiple of `block` = 8 when the text comes first"):
+        OnlineMaskState(top_k=2, blocks_per_frame=2, block=8, text_tokens=12, text_position="start")
+    with pytest.raises(ValueError, match="`text_position` must be one of 'start', 'end'"):
+        OnlineMaskState(top_k=2, blocks_per_frame=2, block=8, text_tokens=8, text_position="middle")
+    with pytest.raises(ValueError, match="`text_tokens` = 8: with the text last, the 52 video tokens"):
+        OnlineMaskState(top_k=2, blocks_per_frame=2, block=8, text_tokens=8).attention(x, x, x, 0)
+    with pytest.raises(ValueError, match="`text_tokens` = 60 must be less than the sequence length L = 60"):
+        OnlineMaskState(top_k=2, blocks_per_frame=2, block=8, text_tokens=60).attention(x, x, x, 0)
+    state = OnlineMaskState(top_k=2, blocks_per_frame=2, warmup=2, block=8, text_tokens=12)
+    for step in range(2):
+        state.attention(x, x, x, step)
+    with pytest.raises(ValueError, match="`q` has 68 tokens, 9 blocks of 8, but the mask of this run covers 8"):
+        state.attention(*(randn(1, 1, 68, 4, g=g) for _ in range(3)), 2)
 
 
 def test_a_missing_warm_up_step_is_named(g):

@@ -26,7 +26,7 @@ from typing import Any
 
 from numtk._lib import Result
 from numtk._lib._constraints import constraints
-from numtk._lib._validation import C_INT_MAX, check_int, check_real, check_size
+from numtk._lib._validation import C_INT_MAX, check_int, check_option, check_real, check_size
 from numtk.torch._common import check_same_device, check_tensor, torch
 
 F = torch.nn.functional
@@ -606,17 +606,35 @@ def extrapolate_and_select(history: Any, top_k: int, predict_T: int = 10, *, col
     return Result(lines=lines, predicted=pred, block_diagonal=cur[..., -1])
 
 
+#: where the text tokens of a joint text-video sequence sit (CogVideoX: first; HunyuanVideo: last)
+TEXT_POSITIONS = ("start", "end")
+
+
+def _with_text(mask: "torch.Tensor", text_blocks: int, text_position: str) -> "torch.Tensor":
+    """The video block mask inside the mask of the whole sequence: text rows and columns all True."""
+    if not text_blocks:
+        return mask
+    n = mask.shape[-1]
+    full = torch.ones((*mask.shape[:-2], n + text_blocks, n + text_blocks), dtype=torch.bool, device=mask.device)
+    video = slice(text_blocks, None) if text_position == "start" else slice(0, n)
+    full[..., video, video] = mask
+    return full
+
+
 @constraints(lines="any", n="count", blocks_per_frame="int>=1", block_diagonal="tensor",
-             bd_threshold="real")
+             bd_threshold="real", text_blocks="int>=0", text_position="option")
 def mask_from_lines(lines: "torch.Tensor", n: int, blocks_per_frame: int, *,
-                    block_diagonal: "torch.Tensor | None" = None, bd_threshold: float = 1.0) -> "torch.Tensor":
+                    block_diagonal: "torch.Tensor | None" = None, bd_threshold: float = 1.0, text_blocks: int = 0,
+                    text_position: str = "end") -> "torch.Tensor":
     r"""The block mask of selected lines: their union, plus the frame-block diagonal for some heads.
 
     A block (qb, kb) is kept when its diagonal (offset ``kb - qb``) or its column (``kb``) is among ``lines``;
     and, for each map whose frame-block coefficient ``block_diagonal`` is ``<= bd_threshold``, when qb and kb
     lie in one frame (the anchor's ``check_bd_values`` and ``generate_mask_from_lines``; it calls the head rule
     with threshold 1, the default here, under which a negligibility fit keeps the frame diagonal almost
-    always).
+    always). With ``text_blocks``, the mask covers a joint sequence: the n video blocks as above and
+    ``text_blocks`` blocks of text tokens, first or last, whose rows and columns are kept whole (text tokens keep
+    full attention, as in the anchor's ``generate_mask_from_lines``).
 
     Parameters
     ----------
@@ -633,10 +651,14 @@ def mask_from_lines(lines: "torch.Tensor", n: int, blocks_per_frame: int, *,
         no map keeps the frame diagonal.
     bd_threshold : float, default 1.0
         Maps with ``block_diagonal <= bd_threshold`` keep the frame-block diagonal.
+    text_blocks : int, default 0
+        Blocks of text tokens in the sequence besides the n video blocks.
+    text_position : {'end', 'start'}, default 'end'
+        Where the text blocks are: after the video (HunyuanVideo's layout) or before it (CogVideoX's).
 
     Returns
     -------
-    torch.Tensor of bool, shape (..., n, n)
+    torch.Tensor of bool, shape (..., n + text_blocks, n + text_blocks)
         True where attention is computed.
 
     Examples
@@ -647,6 +669,11 @@ def mask_from_lines(lines: "torch.Tensor", n: int, blocks_per_frame: int, *,
     tensor([[1, 0, 0],
             [1, 1, 0],
             [1, 0, 1]], dtype=torch.int32)
+    >>> mask_from_lines(torch.tensor([2, 5]), 3, 1, text_blocks=1).int()   # a text block last: kept whole
+    tensor([[1, 0, 0, 1],
+            [1, 1, 0, 1],
+            [1, 0, 1, 1],
+            [1, 1, 1, 1]], dtype=torch.int32)
     """
     if not isinstance(lines, torch.Tensor):
         raise TypeError(f"`lines` must be a torch.Tensor of line indices; got {type(lines).__name__}")
@@ -659,6 +686,10 @@ def mask_from_lines(lines: "torch.Tensor", n: int, blocks_per_frame: int, *,
     lead = tuple(lines.shape[:-1])
     check_size(max(1, math.prod(lead)) * n * n, 4, "n")
     bd_threshold = check_real(bd_threshold, "bd_threshold")
+    text_blocks = check_int(text_blocks, "text_blocks", minimum=0, maximum=C_INT_MAX)
+    if text_blocks:
+        check_size(max(1, math.prod(lead)) * (n + text_blocks) ** 2, 1, "text_blocks")
+    text_position = check_option(text_position, "text_position", TEXT_POSITIONS)
     n_lines = 3 * n - 1
     if lines.numel() and (int(lines.min()) < 0 or int(lines.max()) >= n_lines):
         raise ValueError(f"`lines` must lie in [0, {n_lines}) for n = {n}; got values in "
@@ -682,7 +713,7 @@ def mask_from_lines(lines: "torch.Tensor", n: int, blocks_per_frame: int, *,
         keep = block_diagonal if block_diagonal.dtype == torch.bool else block_diagonal <= bd_threshold
         keep = keep[..., None, None]
         mask = mask | (keep & _bd_mask(n, bpf, device))
-    return mask
+    return _with_text(mask, text_blocks, text_position)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -884,7 +915,8 @@ def block_sparse_attention(q: "torch.Tensor", k: "torch.Tensor", v: "torch.Tenso
 # the online state
 # --------------------------------------------------------------------------------------------------
 @constraints(top_k="int>=1", blocks_per_frame="int>=1", warmup="int>=2", predict_T="int>=1", block="int>=1",
-             threshold="prob", reg="real>=0", bd_threshold="real", column_weight="real>0")
+             threshold="prob", reg="real>=0", bd_threshold="real", column_weight="real>0", text_tokens="int>=0",
+             text_position="option")
 class OnlineMaskState:
     r"""MOD-DiT's masking state for one attention layer across the denoising steps of a sampling run.
 
@@ -898,6 +930,12 @@ class OnlineMaskState:
     Which heads keep the frame-block diagonal is decided once, at step ``warmup - 1``, from the frame-block
     coefficient of that step's fit (``<= bd_threshold``), and kept for the rest of the run: the anchor decides
     the heads' mode in ``predict_mask_from_warmup`` at the end of the warm-up and reuses it at every refit.
+
+    Text tokens keep full attention (``text_tokens``): in a joint sequence of text and video tokens, the block
+    maps, fits and predicted lines cover the video blocks only (the probabilities still a softmax over every
+    key, text included), and the text blocks' rows and columns of :attr:`mask` are all True, as in the anchor's
+    CogVideoX (text first) and HunyuanVideo (text last) layouts. The boundary between text and video must fall
+    on a block boundary (the anchor pads the sequence to make it so).
 
     (In the anchor the fit of step ``warmup - 2`` comes out as zeros, because its solver runs only for steps
     above ``warmup - 2``; the first prediction there is then ``cur * (1 + 1/T)``, the same ranking as ``cur``.
@@ -925,13 +963,23 @@ class OnlineMaskState:
         diagonal for the whole run.
     column_weight : float, default 0.5
         Factor of the column values in the ranking (:func:`extrapolate_and_select`).
+    text_tokens : int, default 0
+        Text tokens in the sequence, besides the video tokens; they keep full attention. With
+        ``text_position='start'``, a multiple of ``block``; with ``'end'``, the video tokens before them must
+        fill whole blocks.
+    text_position : {'end', 'start'}, default 'end'
+        Where the text tokens are: after the video tokens (HunyuanVideo) or before them (CogVideoX).
 
     Attributes
     ----------
-    mask : torch.Tensor of bool, shape (H, n, n), or None
-        The mask for the coming sparse steps (None until the end of the warm-up).
+    mask : torch.Tensor of bool, shape (H, n + t, n + t), or None
+        The block mask for the coming sparse steps, over the whole sequence: n video blocks and
+        ``t = ceil(text_tokens / block)`` text blocks, whose rows and columns are all True (None until the end of
+        the warm-up).
+    video_mask : torch.Tensor of bool, shape (H, n, n), or None
+        Its video part: the predicted lines (and frame blocks).
     history : torch.Tensor, shape (H, n, n), or None
-        The block map as last measured, block by block.
+        The video block map as last measured, block by block.
     block_diagonal_heads : torch.Tensor of bool, shape (H,), or None
         The heads that keep the frame-block diagonal (decided at step ``warmup - 1``).
     fits : list of Result
@@ -947,7 +995,7 @@ class OnlineMaskState:
 
     def __init__(self, top_k: int, blocks_per_frame: int, *, warmup: int = 12, predict_T: int = 10,
                  block: int = 128, threshold: float = THRESHOLD, reg: float = REG, bd_threshold: float = 1.0,
-                 column_weight: float = 0.5) -> None:
+                 column_weight: float = 0.5, text_tokens: int = 0, text_position: str = "end") -> None:
         self.top_k = check_int(top_k, "top_k", minimum=1, maximum=C_INT_MAX)
         self.blocks_per_frame = check_int(blocks_per_frame, "blocks_per_frame", minimum=1, maximum=C_INT_MAX)
         self.warmup = check_int(warmup, "warmup", minimum=2, maximum=C_INT_MAX)
@@ -957,11 +1005,18 @@ class OnlineMaskState:
         self.reg = check_real(reg, "reg", low=0.0)
         self.bd_threshold = check_real(bd_threshold, "bd_threshold")
         self.column_weight = check_real(column_weight, "column_weight", low=0.0, low_open=True)
+        self.text_tokens = check_int(text_tokens, "text_tokens", minimum=0, maximum=C_INT_MAX)
+        self.text_position = check_option(text_position, "text_position", TEXT_POSITIONS)
+        if self.text_position == "start" and self.text_tokens % self.block:
+            raise ValueError(f"`text_tokens` must be a multiple of `block` = {self.block} when the text comes first "
+                             f"(the video must start on a block boundary); got {self.text_tokens}")
+        self.text_blocks = -(-self.text_tokens // self.block)
         self.reset()
 
     def __repr__(self) -> str:
+        text = f", text_tokens={self.text_tokens}, text_position={self.text_position!r}" if self.text_tokens else ""
         return (f"OnlineMaskState(top_k={self.top_k}, blocks_per_frame={self.blocks_per_frame}, warmup={self.warmup}, "
-                f"predict_T={self.predict_T}, block={self.block})")
+                f"predict_T={self.predict_T}, block={self.block}{text})")
 
     def reset(self) -> None:
         """Forget the maps, fits and mask (a new sampling run)."""
@@ -973,8 +1028,30 @@ class OnlineMaskState:
 
     @property
     def sparsity(self) -> float | None:
-        """The fraction of blocks the current mask skips (None before the first mask)."""
+        """The fraction of blocks the current mask skips, text blocks included (None before the first mask)."""
         return None if self.mask is None else 1.0 - float(self.mask.float().mean())
+
+    @property
+    def video_mask(self) -> "torch.Tensor | None":
+        """The video part of :attr:`mask`, shape (H, n, n) (None before the first mask)."""
+        if self.mask is None or not self.text_blocks:
+            return self.mask
+        video = self._video_blocks(self.mask.shape[-1] - self.text_blocks)
+        return self.mask[:, video, video]
+
+    def _video_blocks(self, n: int) -> slice:
+        return slice(self.text_blocks, None) if self.text_position == "start" else slice(0, n)
+
+    def _video_tokens(self, L: int) -> slice:
+        """The video tokens of a sequence of L tokens (the text's geometry checked against L)."""
+        T = self.text_tokens
+        if T >= L:
+            raise ValueError(f"`text_tokens` = {T} must be less than the sequence length L = {L} of `q` (the rest are "
+                             f"the video tokens)")
+        if T and self.text_position == "end" and (L - T) % self.block:
+            raise ValueError(f"`text_tokens` = {T}: with the text last, the {L - T} video tokens before it (L = {L} "
+                             f"of `q`) must fill whole blocks of `block` = {self.block}; pad the video part")
+        return slice(T, L) if self.text_position == "start" else slice(0, L - T)
 
     @constraints(step="int>=0")
     def is_dense(self, step: int) -> bool:
@@ -1008,7 +1085,8 @@ class OnlineMaskState:
         sel = extrapolate_and_select(self.fits, self.top_k, self.predict_T, column_weight=self.column_weight)
         if self.block_diagonal_heads is None:                      # the end of the warm-up: decided once
             self.block_diagonal_heads = sel.block_diagonal <= self.bd_threshold
-        self.mask = mask_from_lines(sel.lines, n, self.blocks_per_frame, block_diagonal=self.block_diagonal_heads)
+        self.mask = mask_from_lines(sel.lines, n, self.blocks_per_frame, block_diagonal=self.block_diagonal_heads,
+                                    text_blocks=self.text_blocks, text_position=self.text_position)
 
     @constraints(step="int>=0", block_map="tensor")
     def update(self, step: int, block_map: "torch.Tensor") -> "torch.Tensor | None":
@@ -1024,12 +1102,13 @@ class OnlineMaskState:
         step : int
             A full-attention step of the schedule (:meth:`is_dense`).
         block_map : torch.Tensor, shape (H, n, n), (B, H, n, n) or (n, n)
-            :func:`block_sparsity_map` at that step; a batch is averaged.
+            :func:`block_sparsity_map` at that step, of the video blocks (video queries against video keys, the
+            softmax over every key); a batch is averaged.
 
         Returns
         -------
-        torch.Tensor of bool, shape (H, n, n), or None
-            :attr:`mask`.
+        torch.Tensor of bool, shape (H, n + t, n + t), or None
+            :attr:`mask` (t text blocks, see the class).
         """
         step = check_int(step, "step", minimum=0, maximum=C_INT_MAX)
         check_tensor(block_map, "block_map")
@@ -1067,7 +1146,7 @@ class OnlineMaskState:
             raise ValueError(f"`step` {step}: no mask yet; record the warm-up maps of steps {self.warmup - 2} and "
                              f"{self.warmup - 1} first")
         self._recorded = step
-        self.history = torch.where(self.mask.to(S.device), S, self.history)
+        self.history = torch.where(self.video_mask.to(S.device), S, self.history)
         self._fit(self.history)
         self._predict()
         return self.mask
@@ -1077,14 +1156,16 @@ class OnlineMaskState:
         """The layer's attention at denoising step ``step``: full or block-sparse as the schedule says.
 
         Full steps return ``scaled_dot_product_attention(q, k, v)`` and, from step ``warmup - 2`` on, measure
-        the block map (:func:`block_sparsity_map`, averaged over the batch) and :meth:`update` with it; the other
-        steps return :func:`block_sparse_attention` with the current mask. Call it once per step, steps in
-        order; step 0 starts a new run.
+        the block map of the video blocks (:func:`block_sparsity_map` of the video queries against every key,
+        restricted to the video keys, averaged over the batch) and :meth:`update` with it; the other steps return
+        :func:`block_sparse_attention` with the current mask (text rows and columns whole). Call it once per
+        step, steps in order; step 0 starts a new run.
 
         Parameters
         ----------
         q, k, v : torch.Tensor, shape (B, H, L, D)
-            One length for queries and keys (self-attention), so that the block map is square.
+            One length for queries and keys (self-attention), so that the block map is square; the text tokens
+            (``text_tokens``) first or last, as ``text_position`` says.
         step : int
             The denoising step, from 0.
 
@@ -1096,15 +1177,22 @@ class OnlineMaskState:
         step = check_int(step, "step", minimum=0, maximum=C_INT_MAX)
         if q.shape[2] != k.shape[2]:
             raise ValueError(f"`q` and `k` must have one length (self-attention); got {q.shape[2]} and {k.shape[2]}")
-        _block(self.block, q.shape[2], k.shape[2])
-        self._check_geometry(-(-q.shape[2] // self.block), f"`q` ({q.shape[2]} tokens in blocks of {self.block})")
+        L = q.shape[2]
+        _block(self.block, L, L)
+        video = self._video_tokens(L)
+        n = -(-(video.stop - video.start) // self.block)
+        self._check_geometry(n, f"`q` ({video.stop - video.start} video tokens in blocks of {self.block})")
         if self.is_dense(step):
             out = F.scaled_dot_product_attention(q, k, v)
             if step == 0:
                 self.reset()
             if step >= self.warmup - 2:
-                self.update(step, block_sparsity_map(q, k, self.block, self.threshold).mean(dim=0))
+                S = block_sparsity_map(q[:, :, video], k, self.block, self.threshold)
+                self.update(step, S[..., self._video_blocks(n)].mean(dim=0))
             return out
         if self.mask is None:
             raise ValueError(f"`step` {step}: no mask yet; run the warm-up steps 0 .. {self.warmup - 1} first")
+        if self.mask.shape[-1] != n + self.text_blocks:
+            raise ValueError(f"`q` has {L} tokens, {n + self.text_blocks} blocks of {self.block}, but the mask of this "
+                             f"run covers {self.mask.shape[-1]} blocks (one run keeps one length)")
         return block_sparse_attention(q, k, v, self.mask.to(q.device), self.block)

@@ -35,7 +35,7 @@ Prediction and masks
 
    extrapolate_and_select  -- extrapolate the last two fits and select the top-k most important lines.
    mask_from_lines         -- the block mask of selected lines (plus the frame-block diagonal by head).
-   OnlineMaskState         -- the warm-up / interval schedule and online mask updates of one attention layer.
+   OnlineMaskState         -- the warm-up / interval schedule and online mask updates of one layer (text in full).
 
 Attention
 ---------
