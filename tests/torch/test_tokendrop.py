@@ -608,6 +608,41 @@ def test_transformers_padding_mask():
     torch.testing.assert_close(split[:, 5:], dense[:, 5:], rtol=1e-12, atol=1e-12)
 
 
+def other_llama(name, impl, **extra):
+    """A tiny transformers causal LM of llama layout but another family, with LoRA on every projection."""
+    Config = getattr(transformers, f"{name}Config")
+    Model = getattr(transformers, f"{name}ForCausalLM")
+    torch.manual_seed(0)  # transformers draws its initial weights from torch's global generator
+    model = Model(Config(**{**CFG, "num_hidden_layers": 2}, attn_implementation=impl, **extra))
+    apply_lora(model, r=4, targets=ALL_PROJ, rng=1)
+    randomize_lora(model, 0)
+    return model.to(F64).train()
+
+
+@pytest.mark.parametrize("name, impl, extra", [("Qwen2", "sdpa", {}), ("Mistral", "eager", {"sliding_window": 8})])
+def test_wrap_model_on_qwen2_and_mistral(name, impl, extra):
+    """Qwen2's model reads decoder_layer.attention_type: the wrappers read what they lack from the block. Mistral
+    with a window shorter than the sequence: the model's masks carry it."""
+    ids, labels = copy_task(2, 33, 40, rng=8)
+    logits0, _ = step(other_llama(name, impl, **extra), ids, labels)
+    dropped = wrap_model(other_llama(name, impl, **extra), rho=0.5, mode="layerdrop", rng=0)
+    assert torch.equal(dropped(ids).logits, logits0)
+    model = wrap_model(other_llama(name, impl, **extra), rho=0.5, lazy_layers=0)
+    logits1, grads = step(model, ids, labels)
+    assert torch.equal(logits1, logits0)
+    assert [int(b.last_mask[0].sum()) for b in model.model.layers] == [17, 17]
+    assert len(grads) == 2 * 7 * 2 and all(bool(torch.isfinite(g).all()) and float(g.abs().max()) > 0 for g in grads)
+    for layer in dropped.model.layers:
+        assert layer.self_attn is layer.block.self_attn
+    layer = model.model.layers[0]
+    assert layer.self_attn is layer.block.self_attn
+    if name == "Qwen2":
+        assert layer.attention_type == layer.block.attention_type == "full_attention"
+    with pytest.raises(AttributeError, match="nor has its wrapped block"):
+        layer.no_such_attribute
+    copy.deepcopy(model)  # copying (no __init__ run) does not recurse through the fallback
+
+
 # --------------------------------------------------------------------------------------------------
 # LoRA, the copy task, the loss
 # --------------------------------------------------------------------------------------------------

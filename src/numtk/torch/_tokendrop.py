@@ -345,6 +345,9 @@ class TokenDropBlock(nn.Module):
     refused at construction; transformers' ``output_hidden_states``/``output_attentions`` hooks see only blocks
     that run dense.
 
+    Attributes that the wrapper does not have are read from the wrapped block (transformers' models read some
+    of their decoder layers' attributes, Qwen2's ``attention_type`` say).
+
     Examples
     --------
     >>> import torch
@@ -378,6 +381,12 @@ class TokenDropBlock(nn.Module):
 
     def extra_repr(self) -> str:
         return f"rho={self.rho}, lazy_layers={self.lazy_layers}, exact={self.exact}, depth={self._depth}"
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return _wrapped_attribute(self, name)
 
     @constraints(hidden_states="tensor", token_mask="any")
     def forward(self, hidden_states: "torch.Tensor", *args: Any, token_mask: "torch.Tensor | None" = None,
@@ -643,6 +652,22 @@ def _without_cache(kwargs: dict) -> dict:
     return out
 
 
+def _wrapped_attribute(wrapper: "nn.Module", name: str) -> Any:
+    """What a wrapper does not have itself, read from its wrapped block (transformers reads attributes of the
+    decoder layers it calls, Qwen2's ``attention_type`` say). Looked up only after nn.Module's own lookup of
+    parameters, buffers and submodules failed; never for dunder names (copy and pickle probe those on objects
+    whose ``__init__`` has not run) nor for ``block`` itself, so that it cannot recurse."""
+    modules = wrapper.__dict__.get("_modules")
+    block = modules.get("block") if modules is not None else None
+    if block is None or name == "block" or (name.startswith("__") and name.endswith("__")):
+        raise AttributeError(f"'{type(wrapper).__name__}' object has no attribute '{name}'")
+    try:
+        return getattr(block, name)
+    except AttributeError:
+        raise AttributeError(f"'{type(wrapper).__name__}' object has no attribute '{name}' (nor has its wrapped "
+                             f"block, a {type(block).__name__})") from None
+
+
 def _keep_state_dict_keys(wrapper: "nn.Module") -> None:
     """The wrapper's state_dict has the wrapped block's keys (no ``block.`` level), and loads them back, so a
     wrapped model saves and loads checkpoints of the plain model."""
@@ -693,6 +718,8 @@ class LayerDropBlock(nn.Module):
     last_kept : bool or None
         Whether the last training forward kept the backward pass (None before the first).
 
+    Attributes that the wrapper does not have are read from the wrapped block.
+
     Examples
     --------
     >>> import torch
@@ -723,6 +750,12 @@ class LayerDropBlock(nn.Module):
 
     def extra_repr(self) -> str:
         return f"rho={self.rho}, skip={self.skip!r}"
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return _wrapped_attribute(self, name)
 
     @constraints(hidden_states="tensor")
     def forward(self, hidden_states: "torch.Tensor", *args: Any, **kwargs: Any) -> Any:
