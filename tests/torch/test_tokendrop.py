@@ -208,28 +208,40 @@ def test_wrapped_model_logits_are_the_dense_models():
 # --------------------------------------------------------------------------------------------------
 # the block: gradients
 # --------------------------------------------------------------------------------------------------
-def test_rho_one_gives_the_gradients_of_full_backprop():
+@pytest.mark.parametrize("forced", [False, True])
+def test_rho_one_gives_the_gradients_of_full_backprop(forced, request):
+    """forced: the selecting blocks run the split with every token selected (not the dense block itself)."""
+    calls = request.getfixturevalue("force_split") if forced else []
     ids, labels = copy_task(2, 33, 40, rng=1)
     logits0, g0 = step(tiny(), ids, labels)
     for exact in (False, True):
         for lazy in (0, 2):
+            before = len(calls)
             logits1, g1 = step(wrap_model(tiny(), rho=1.0, lazy_layers=lazy, exact=exact), ids, labels)
-            assert torch.equal(logits1, logits0)
+            assert len(calls) - before == (4 - lazy if forced else 0)
+            if exact or not forced:
+                assert torch.equal(logits1, logits0)
+            else:
+                torch.testing.assert_close(logits1, logits0, rtol=1e-12, atol=1e-12)
             assert len(g1) == len(g0) == 4 * 7 * 2
             for a, b in zip(g0, g1):
-                torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-14)
+                torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-13)
 
 
 def _rms(x, w, eps):
     return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps))
 
 
-def masked_detach_block(layer, x, cos, sin, mask):
+def masked_detach_block(layer, x, cos, sin, mask, additive=None, own_norms=True):
     """The dense block with every token under autograd, the unselected tokens' branch outputs and keys/values
-    detached: by definition the gradient TokenDrop computes (written independently of numtk's attention)."""
+    detached: by definition the gradient TokenDrop computes (written independently of numtk's attention, with an
+    explicit softmax). ``additive``: a (B, 1, T, T) additive attention mask (None: causal). ``own_norms``: RMSNorm
+    and the SwiGLU MLP written here too (False: the layer's own modules, for transformers' layers, whose RMSNorm
+    runs in float32)."""
     attn = layer.self_attn
     B, T, D = x.shape
-    hd, H, Hkv = attn.head_dim, attn.num_heads, attn.num_key_value_heads
+    hd = attn.head_dim
+    H, Hkv = attn.q_proj.out_features // hd, attn.k_proj.out_features // hd
     sel = mask[:, :, None]
 
     def keep(t, m):  # selected: t; unselected: t detached
@@ -240,7 +252,10 @@ def masked_detach_block(layer, x, cos, sin, mask):
         half = t.shape[-1] // 2
         return t * c + torch.cat([-t[..., half:], t[..., :half]], -1) * s
 
-    h = _rms(x, layer.input_layernorm.weight, layer.input_layernorm.variance_epsilon)
+    def norm(module, t):
+        return _rms(t, module.weight, module.variance_epsilon) if own_norms else module(t)
+
+    h = norm(layer.input_layernorm, x)
     q = rot(attn.q_proj(h).view(B, T, H, hd).transpose(1, 2))
     k = rot(attn.k_proj(h).view(B, T, Hkv, hd).transpose(1, 2))
     v = attn.v_proj(h).view(B, T, Hkv, hd).transpose(1, 2)
@@ -249,14 +264,63 @@ def masked_detach_block(layer, x, cos, sin, mask):
     k = k.repeat_interleave(H // Hkv, dim=1)
     v = v.repeat_interleave(H // Hkv, dim=1)
     s = q @ k.transpose(-1, -2) / math.sqrt(hd)
-    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    if additive is None:
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    else:
+        s = s + additive
     a = attn.o_proj((s.softmax(-1) @ v).transpose(1, 2).reshape(B, T, H * hd))
     y = x + keep(a, sel)
-    post = layer.post_attention_layernorm
     mlp = layer.mlp
-    hm = _rms(y, post.weight, post.variance_epsilon)
-    m = mlp.down_proj(torch.nn.functional.silu(mlp.gate_proj(hm)) * mlp.up_proj(hm))
+    if own_norms:
+        hm = norm(layer.post_attention_layernorm, y)
+        m = mlp.down_proj(torch.nn.functional.silu(mlp.gate_proj(hm)) * mlp.up_proj(hm))
+    else:
+        m = mlp(layer.post_attention_layernorm(y))
     return y + keep(m, sel)
+
+
+@pytest.fixture
+def force_split(monkeypatch):
+    """Blocks that keep every token run the split too (not the dense block itself); counts the splits run."""
+    import numtk.torch._tokendrop as room
+
+    calls = []
+    split = room.TokenDropBlock._split
+
+    def counted(self, *args, **kwargs):
+        calls.append(self)
+        return split(self, *args, **kwargs)
+
+    monkeypatch.setattr(room, "_DENSE_WHEN_ALL_KEPT", False)
+    monkeypatch.setattr(room.TokenDropBlock, "_split", counted)
+    return calls
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_split_with_every_token_selected_gives_the_dense_gradient(exact, force_split):
+    model = tiny(layers=1)
+    layer = model.model.layers[0]
+    x, cos_sin = block_inputs(model, T=24)
+    w = torch.randn(2, 24, 64, generator=torch.Generator().manual_seed(6), dtype=F64)
+
+    def grads(fn):
+        model.zero_grad()
+        x.grad = None
+        y = fn()
+        (y * w).sum().backward()
+        return y.detach(), [x.grad.clone()] + lora_grads(model)
+
+    y0, want = grads(lambda: layer(x, position_embeddings=cos_sin))
+    block = TokenDropBlock(layer, exact=exact)
+    y1, got = grads(lambda: block(x, position_embeddings=cos_sin, token_mask=torch.ones(2, 24, dtype=torch.bool)))
+    assert len(force_split) == 1  # the split ran
+    if exact:
+        assert torch.equal(y1, y0)
+    else:
+        torch.testing.assert_close(y1, y0, rtol=1e-12, atol=1e-12)
+    assert len(got) == 1 + 7 * 2
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("exact", [False, True])
@@ -606,6 +670,61 @@ def test_transformers_padding_mask():
     split = wrap_model(hf_model(), rho=0.5, exact=False)(ids, attention_mask=pad).logits
     assert torch.equal(exact, dense)
     torch.testing.assert_close(split[:, 5:], dense[:, 5:], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_transformers_block_gradient_with_padding_is_the_masked_detach_gradient(impl):
+    """A transformers LlamaDecoderLayer with a left-padding mask as the model passes it (eager: additive, the most
+    negative float; sdpa: boolean), a random selection: the split's gradient is the masked-detach oracle's. The
+    padded rows (no allowed key) are left out of the loss, as the labels leave them out."""
+    model = hf_model(impl)
+    layer = model.model.layers[0]
+    B, T, pad = 2, 24, 4
+    x, (cos, sin) = block_inputs(model, T=T)
+    allowed = torch.ones(T, T, dtype=torch.bool).tril()[None, None].repeat(B, 1, 1, 1)
+    allowed[1, :, :, :pad] = False  # sequence 1: its first 4 tokens are padding
+    additive = torch.zeros(B, 1, T, T, dtype=F64).masked_fill(~allowed, torch.finfo(F64).min)
+    passed = additive if impl == "eager" else allowed
+    mask = random_mask(B, T, 9, torch.Generator().manual_seed(4))
+    w = torch.randn(B, T, 64, generator=torch.Generator().manual_seed(5), dtype=F64)
+
+    def grads(fn):
+        model.zero_grad()
+        x.grad = None
+        (fn() * w)[:, pad:].sum().backward()
+        return [x.grad.clone()] + lora_grads(layer)
+
+    for exact in (True, False):
+        block = TokenDropBlock(layer, exact=exact)
+        got = grads(lambda: block(x, attention_mask=passed, position_embeddings=(cos, sin), token_mask=mask))
+        want = grads(lambda: masked_detach_block(layer, x, cos, sin, mask, additive, own_norms=False))
+        assert len(got) == 1 + 7 * 2
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_transformers_split_at_rho_one_gives_full_backprop_gradients_with_padding(impl, force_split):
+    # eager in float32: transformers' eager softmax runs in float32, where float64's most negative float of the
+    # padded rows becomes -inf, and the dense float64 model's padded rows NaN
+    dtype, tol = (torch.float32, dict(rtol=1e-4, atol=1e-6)) if impl == "eager" else (F64, dict(rtol=1e-9,
+                                                                                             atol=1e-12))
+    ids, labels = copy_task(2, 33, 40, rng=7)
+    pad = torch.ones(2, 33, dtype=torch.long)
+    pad[1, :5] = 0
+    model = hf_model(impl, dtype=dtype)
+    model.zero_grad()
+    dense = model(ids, attention_mask=pad).logits
+    lm_loss(dense, labels).backward()
+    g0 = lora_grads(model)
+    model = wrap_model(hf_model(impl, dtype=dtype), rho=1.0)
+    model.zero_grad()
+    logits = model(ids, attention_mask=pad).logits
+    lm_loss(logits, labels).backward()
+    assert len(force_split) == 3  # the three blocks after the lazy one
+    assert torch.equal(logits, dense)
+    for a, b in zip(g0, lora_grads(model)):
+        torch.testing.assert_close(b, a, **tol)
 
 
 def other_llama(name, impl, **extra):

@@ -43,6 +43,9 @@ _MODES = ("tokendrop", "layerdrop")
 _SKIPS = ("no_grad", "detach")
 _LLAMA_PARTS = ("input_layernorm", "self_attn", "post_attention_layernorm", "mlp")
 _ATTN_PARTS = ("q_proj", "k_proj", "v_proj", "o_proj")
+#: a block that keeps every token runs the dense block itself (the same values and gradient, no split); the
+#: tests turn this off to run the split with an all-true selection
+_DENSE_WHEN_ALL_KEPT = True
 
 
 # --------------------------------------------------------------------------------------------------
@@ -441,7 +444,7 @@ class TokenDropBlock(nn.Module):
             raise ValueError("TokenDropBlock needs the rotary tables: the model must call the block with "
                              "`position_embeddings=(cos, sin)` (transformers >= 4.48 does)")
         dense = None
-        if token_mask is None and keep_count(self.rho, T) == T:  # every token kept: the dense block itself
+        if _DENSE_WHEN_ALL_KEPT and token_mask is None and keep_count(self.rho, T) == T:  # the dense block itself
             out = self.block(hidden_states, *args, **kwargs)
             self._record(x, _first(out), torch.ones((B, T), dtype=torch.bool, device=x.device))
             return out
@@ -458,7 +461,7 @@ class TokenDropBlock(nn.Module):
                 mask = cumulative_topk(base, self.rho, prev_mask=prev)
         else:
             mask = token_mask
-        if int(mask[0].sum()) == T:  # every token selected: the dense block itself
+        if _DENSE_WHEN_ALL_KEPT and int(mask[0].sum()) == T:  # every token selected: the dense block itself
             out = self.block(hidden_states, *args, **kwargs)
             self._record(x, _first(out), mask)
             return out
