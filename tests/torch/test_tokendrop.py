@@ -10,6 +10,7 @@ it); scores from forward hooks recomputed in NumPy float64; saved bytes summed b
 
 import copy
 import math
+import types
 
 import numpy as np
 import pytest
@@ -760,6 +761,60 @@ def test_wrap_model_on_qwen2_and_mistral(name, impl, extra):
     with pytest.raises(AttributeError, match="nor has its wrapped block"):
         layer.no_such_attribute
     copy.deepcopy(model)  # copying (no __init__ run) does not recurse through the fallback
+
+
+def test_sliding_window_without_a_mask_is_followed():
+    """A Mistral block with a window of 8 called with attention_mask=None (as sdpa models may call it): the
+    split's gradient is the oracle's with transformers' sliding-window mask (the 8 latest keys)."""
+    model = other_llama("Mistral", "eager", sliding_window=8)
+    layer = model.model.layers[0]
+    B, T = 2, 24
+    x, (cos, sin) = block_inputs(model, T=T)
+    q, k = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    allowed = (k <= q) & (k > q - 8)
+    additive = torch.zeros(T, T, dtype=F64).masked_fill(~allowed, float("-inf"))[None, None]
+    mask = random_mask(B, T, 9, torch.Generator().manual_seed(4))
+    w = torch.randn(B, T, 64, generator=torch.Generator().manual_seed(5), dtype=F64)
+
+    def grads(fn):
+        model.zero_grad()
+        x.grad = None
+        (fn() * w).sum().backward()
+        return [x.grad.clone()] + lora_grads(layer)
+
+    got = grads(lambda: TokenDropBlock(layer, exact=False)(x, attention_mask=None, position_embeddings=(cos, sin),
+                                                           token_mask=mask))
+    want = grads(lambda: masked_detach_block(layer, x, cos, sin, mask, additive, own_norms=False))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+def test_layouts_the_split_cannot_recompute_are_refused():
+    gemma = transformers.Gemma2ForCausalLM(transformers.Gemma2Config(**{**CFG, "num_hidden_layers": 2}, head_dim=16))
+    with pytest.raises(ValueError, match=r"`model.model.layers\[0\]` \(Gemma2DecoderLayer\).*pre_feedforward"):
+        wrap_model(gemma)
+    cases = [("self_attn", dict(is_causal=False), "is_causal = False"),
+             ("self_attn", dict(attn_logit_softcapping=50.0), "attn_logit_softcapping"),
+             ("self_attn", dict(config=types.SimpleNamespace(clip_qkv=8.0)), "clip_qkv"),
+             ("", dict(residual_multiplier=0.2), "residual_multiplier"),
+             ("", dict(post_feedforward_layernorm=torch.nn.LayerNorm(64)), "post_feedforward_layernorm"),
+             ("self_attn", dict(q_norm=torch.nn.LayerNorm(16)), "q_norm"),
+             ("self_attn", dict(attention_dropout=0.1), "attention dropout")]
+    for where, attrs, message in cases:
+        with pytest.raises(ValueError, match=f"`block`.*{message}"):
+            TokenDropBlock(_with(tiny(layers=1).model.layers[0], where, **attrs))
+    model = tiny(layers=2)
+    model.model.layers[1].self_attn.is_causal = False
+    with pytest.raises(ValueError, match=r"`model.model.layers\[1\]`.*is_causal"):
+        wrap_model(model)
+    TokenDropBlock(_with(tiny(layers=1).model.layers[0], "", residual_multiplier=1.0))  # a multiplier of 1 is fine
+
+
+def _with(layer, where, **attrs):
+    target = getattr(layer, where) if where else layer
+    for key, value in attrs.items():
+        setattr(target, key, value)
+    return layer
 
 
 # --------------------------------------------------------------------------------------------------

@@ -248,6 +248,8 @@ class _State:
 
 
 def _check_block(block: Any, name: str = "block") -> None:
+    """Refuse what the split cannot recompute: anything but a pre-norm llama block (norm, attention, residual;
+    norm, MLP, residual) with causal softmax attention over rotary-embedded projections."""
     if not isinstance(block, nn.Module):
         raise TypeError(f"`{name}` must be a torch.nn.Module (a llama-layout decoder block); got "
                         f"{type(block).__name__}")
@@ -259,10 +261,29 @@ def _check_block(block: Any, name: str = "block") -> None:
     if missing:
         raise ValueError(f"`{name}` must be a llama-layout decoder block (transformers' names: input_layernorm, "
                          f"self_attn.{{q,k,v,o}}_proj, post_attention_layernorm, mlp); missing {missing}")
+    not_llama = f"`{name}` ({type(block).__name__}) is not a llama-layout block that TokenDropBlock can recompute"
     for extra in ("q_norm", "k_norm"):
         if hasattr(attn, extra):
-            raise ValueError(f"`{name}` has self_attn.{extra} (a query/key norm, as Qwen3): not the llama layout "
-                             "TokenDropBlock recomputes")
+            raise ValueError(f"{not_llama}: it has self_attn.{extra} (a query/key norm, as Qwen3 and Gemma3)")
+    extra_parts = [n for n, _ in block.named_children() if n not in _LLAMA_PARTS]
+    extra_parts += [f"self_attn.{n}" for n, _ in attn.named_children() if n not in _ATTN_PARTS + ("rotary_emb",)]
+    if extra_parts:
+        raise ValueError(f"{not_llama}: it has submodules {extra_parts} besides the pre-norm llama parts (extra or "
+                         "post-branch norms, as Gemma2's pre_/post_feedforward_layernorm, change the block's "
+                         "function)")
+    if getattr(attn, "is_causal", True) is False:
+        raise ValueError(f"{not_llama}: its self_attn has is_causal = False (TokenDropBlock recomputes causal "
+                         "attention)")
+    if getattr(attn, "attn_logit_softcapping", None) is not None:
+        raise ValueError(f"{not_llama}: its self_attn caps the attention logits (attn_logit_softcapping = "
+                         f"{attn.attn_logit_softcapping}, as Gemma2)")
+    clip = getattr(getattr(attn, "config", None), "clip_qkv", None)
+    if clip is not None:
+        raise ValueError(f"{not_llama}: its self_attn clips queries, keys and values (clip_qkv = {clip}, as OLMo)")
+    multiplier = getattr(block, "residual_multiplier", None)
+    if multiplier is not None and float(multiplier) != 1.0:
+        raise ValueError(f"{not_llama}: it scales its residual branches (residual_multiplier = {multiplier}, as "
+                         "Granite)")
     if float(getattr(attn, "attention_dropout", 0.0) or 0.0) > 0.0:
         raise ValueError(f"`{name}` uses attention dropout; TokenDropBlock recomputes attention without it (set "
                          "attention_dropout = 0)")
@@ -344,9 +365,13 @@ class TokenDropBlock(nn.Module):
 
     The split runs only in training mode with autograd enabled and without a key/value cache holding earlier
     tokens; otherwise the block runs unchanged. An empty transformers cache (``use_cache`` while training) gets
-    this block's keys and values, as the dense block would give it. Attention dropout and sliding windows are
-    refused at construction; transformers' ``output_hidden_states``/``output_attentions`` hooks see only blocks
-    that run dense.
+    this block's keys and values, as the dense block would give it. Blocks that are not pre-norm llama blocks are
+    refused at construction: extra or post-branch norms (Gemma2's ``pre_feedforward_layernorm``), query/key
+    norms (Qwen3), non-causal attention (``self_attn.is_causal = False``), capped attention logits (Gemma2),
+    clipped projections (OLMo), scaled residual branches (Granite), attention dropout. A sliding window
+    (``self_attn.sliding_window``, or Mistral's ``self_attn.config.sliding_window``) is followed: transformers
+    passes it in the 4-D mask, and with a mask of None the causal mask keeps the ``window`` latest keys.
+    transformers' ``output_hidden_states``/``output_attentions`` hooks see only blocks that run dense.
 
     Attributes that the wrapper does not have are read from the wrapped block (transformers' models read some
     of their decoder layers' attributes, Qwen2's ``attention_type`` say).
