@@ -547,6 +547,40 @@ def test_wrap_and_unwrap_keep_the_state_dict():
     assert unwrap_model(model) is model
 
 
+def test_nothing_of_a_forward_is_held_after_it():
+    """The shared plan (gathered masks, rotary tables, and the model's 4-D mask it refers to) is dropped after the
+    last block: after backward the model's mask is freed, not held until the next step."""
+    import gc
+    import weakref
+
+    ids, labels = copy_task(2, 33, 40, rng=7)
+    pad = torch.ones(2, 33, dtype=torch.long)
+    pad[1, :5] = 0
+    model = wrap_model(hf_model("sdpa"), rho=0.5, lazy_layers=1)
+    seen = []
+    model.model.layers[2].register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append(weakref.ref(kwargs["attention_mask"])), with_kwargs=True)
+    plans = []
+    model.model.layers[3].register_forward_pre_hook(lambda module, args: plans.append(
+        weakref.ref(module._state.plan)))
+    loss = lm_loss(model(ids, attention_mask=pad).logits, labels)
+    state = model.model.layers[0]._state
+    assert state.plan is None and state.scores is None and state.mask is None
+    assert all(b._state is state for b in model.model.layers)
+    assert int(model.model.layers[3].last_mask[0].sum()) == 17  # what a user inspects stays
+    loss.backward()
+    del loss
+    gc.collect()
+    assert seen[0]() is None and plans[0]() is None
+    tiny_model = wrap_model(tiny(), rho=0.5, lazy_layers=0)
+    lm_loss(tiny_model(ids), labels).backward()
+    assert tiny_model.model.layers[0]._state.plan is None
+    block = TokenDropBlock(tiny(layers=1).model.layers[0])  # alone: its own last block
+    x, cos_sin = block_inputs(tiny_model, T=8)
+    block(x, position_embeddings=cos_sin).sum().backward()
+    assert block._state.plan is None
+
+
 def test_blocks_run_dense_outside_training():
     ids, _ = copy_task(2, 17, 40, rng=5)
     dense = tiny()(ids)

@@ -226,8 +226,9 @@ def _rewrap(out: Any, hidden: "torch.Tensor") -> Any:
 # the selection state shared by the blocks of one model
 # --------------------------------------------------------------------------------------------------
 class _State:
-    """The cumulative scores and the current set of one forward pass, shared by the wrapped blocks of a model
-    (the block at depth 0 resets it)."""
+    """The cumulative scores, the current set and the split's plan of one forward pass, shared by the wrapped
+    blocks of a model (the block at depth 0 resets it, and the last block once it has run: the plan refers to
+    the model's 4-D attention mask and rotary tables, which are not held between steps)."""
 
     def __init__(self) -> None:
         self.reset()
@@ -403,6 +404,7 @@ class TokenDropBlock(nn.Module):
         self.last_mask = None
         self.last_scores = None
         self._depth = 0
+        self._last = True  # the last block of its model (wrap_model sets it): it drops the shared state
         self._state = _State()
         self._signature = inspect.signature(block.forward)
         _keep_state_dict_keys(self)
@@ -437,6 +439,13 @@ class TokenDropBlock(nn.Module):
         torch.Tensor
             What the wrapped block returns: the (B, T, D) new hidden states.
         """
+        try:
+            return self._forward(hidden_states, args, token_mask, kwargs)
+        finally:
+            if self._last:  # the model's last block: nothing of this forward's selection is held until the next
+                self._state.reset()
+
+    def _forward(self, hidden_states: "torch.Tensor", args: tuple, token_mask: Any, kwargs: dict) -> Any:
         # not checked for NaN here: that would cost a pass over the activations and a device sync per block
         x = check_tensor(hidden_states, "hidden_states", ndim=3, finite=False)
         B, T, _ = x.shape
@@ -893,9 +902,10 @@ def wrap_model(model: "nn.Module", rho: Any = 0.5, lazy_layers: int | None = Non
     Notes
     -----
     Reconstructed (see :class:`TokenDropBlock`). The blocks of one model share one selection state: the
-    first block resets it at each forward, and each block reads the cumulative scores of the blocks before it
-    and the set of the previous one. Inspect the sets after a forward with ``[b.last_mask for b in
-    model.model.layers]``.
+    first block resets it at each forward, each block reads the cumulative scores of the blocks before it
+    and the set of the previous one, and the last block drops it (the gathered masks and rotary tables, and
+    the model's own 4-D mask it refers to, are not held between steps). Inspect the sets after a forward with
+    ``[b.last_mask for b in model.model.layers]``.
 
     Examples
     --------
@@ -939,6 +949,7 @@ def wrap_model(model: "nn.Module", rho: Any = 0.5, lazy_layers: int | None = Non
         for i in range(L):
             wrapper = TokenDropBlock(layers[i], rho=rhos[i], lazy_layers=lazy_layers, exact=exact)
             wrapper._depth = i
+            wrapper._last = i == L - 1
             wrapper._state = state
             layers[i] = wrapper
     else:
