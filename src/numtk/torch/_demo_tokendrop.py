@@ -17,7 +17,6 @@ define them (the public module re-exports :func:`demo`, so importing it here wou
 
 from __future__ import annotations
 
-import contextlib
 import time
 from typing import Any
 
@@ -55,8 +54,14 @@ def train(wrap: dict | None, *, steps: int, batch: int = 32, rng: int = 0, progr
     """One training run of the demonstration: ``steps`` AdamW steps on fresh copy-task batches.
 
     The weights are drawn from ``rng`` and the batches from ``rng + 1``, so every run with the same ``rng`` starts
-    from the same model and sees the same data. Returns a dict of lists: ``loss``, ``saved_bytes`` (measured in
-    every step's forward) and ``seconds`` (each step, measurement included).
+    from the same model and sees the same data. Returns a dict of lists: ``loss``, ``saved_bytes`` and
+    ``seconds`` (each step's forward, loss, backward and update).
+
+    The saved bytes are measured in a separate pass, so that the saved-tensor hooks do not slow the timed
+    step: a second copy of the model (the same weights and wrapping, DropBP's generator seeded alike, so that
+    it drops the same blocks as the trained model at every step) runs each step's forward under
+    :func:`saved_activation_bytes`. What autograd saves depends on the shapes and on which blocks and tokens
+    run with autograd, not on the weights' values, so it saves what the trained model's step saves.
     """
     import torch
 
@@ -64,32 +69,27 @@ def train(wrap: dict | None, *, steps: int, batch: int = 32, rng: int = 0, progr
     from numtk.torch._tinyllama import TinyLlamaForCausalLM, copy_task, lm_loss
     from numtk.torch._tokendrop import saved_activation_bytes, wrap_model
 
-    model = TinyLlamaForCausalLM(_config(), rng=rng)
-    if wrap is not None:
-        if wrap.get("mode") == "layerdrop":
-            wrap = {"rng": rng + 2, **wrap}
-        wrap_model(model, **wrap)
-    model.train()
+    def make():
+        model = TinyLlamaForCausalLM(_config(), rng=rng)
+        if wrap is not None:
+            wrap_model(model, **({"rng": rng + 2, **wrap} if wrap.get("mode") == "layerdrop" else wrap))
+        return model.train()
+
+    model, shadow = make(), make()
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.0)
     gen = torch.Generator().manual_seed(rng + 1)
     out: dict[str, list] = {"loss": [], "saved_bytes": [], "seconds": []}
     for _ in progress_bar(range(steps), progress=progress, desc=desc):
         ids, labels = copy_task(batch, LENGTH, DEMO_CONFIG["vocab_size"], rng=gen)
+        out["saved_bytes"].append(saved_activation_bytes(lambda: lm_loss(shadow(ids), labels)))
         t0 = time.perf_counter()
-        held: dict = {}
-
-        def forward() -> None:
-            held["loss"] = lm_loss(model(ids), labels)
-
-        nbytes = saved_activation_bytes(forward)
-        loss = held.pop("loss")
+        loss = lm_loss(model(ids), labels)
         opt.zero_grad()
         if loss.requires_grad:  # DropBP may drop every block's backward pass in a step
             loss.backward()
             opt.step()
         out["seconds"].append(time.perf_counter() - t0)
         out["loss"].append(loss.item())
-        out["saved_bytes"].append(nbytes)
     return out
 
 
@@ -127,20 +127,6 @@ def _seed(rng: Any) -> int:
     if isinstance(rng, numbers.Integral) and not isinstance(rng, (bool, np.bool_)) and 0 <= int(rng) < 2**62:
         return int(rng)
     return int(torch_generator(rng).initial_seed() % 2**62)
-
-
-@contextlib.contextmanager
-def _one_torch_thread():
-    """torch on one intra-op thread for the duration (restored after): the demo's model is so small that a
-    step is mostly thread synchronisation otherwise (40 ms a step on one thread, 250 ms on two busy cores)."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _tail(values: list, steps: int) -> float:
@@ -204,8 +190,12 @@ def _demo(*, steps, rng, progress, batch, variants):
     steps = 120 if steps is None else check_int(steps, "steps", minimum=1, maximum=10**6)
     rng = _seed(rng)
     progress = check_bool(progress, "progress")
+    from numtk.torch._common import torch_threads
+
     t0 = time.perf_counter()
-    with _one_torch_thread():
+    # one thread: the model is so small that a step is mostly thread synchronisation otherwise (40 ms a step on
+    # one thread, 250 ms on two busy cores), and the timings compare from run to run
+    with torch_threads(1):
         runs = {name: train(wrap, steps=steps, batch=batch, rng=rng, progress=progress, desc=name)
                 for name, wrap in variants.items()}
         sweep = memory_sweep(rng=rng)

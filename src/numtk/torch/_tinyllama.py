@@ -26,7 +26,7 @@ from typing import Any
 
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_bool, check_int, check_real
-from numtk.torch._common import check_tensor, torch, torch_generator
+from numtk.torch._common import check_reduction, check_tensor, torch, torch_generator
 
 nn = torch.nn
 F = torch.nn.functional
@@ -569,11 +569,8 @@ def lm_loss(logits: "torch.Tensor", labels: "torch.Tensor", *, reduction: str = 
     >>> round(float(lm_loss(torch.zeros(1, 3, 4), labels)), 4)  # uniform over 4 tokens: log 4
     1.3863
     """
-    with torch.no_grad():  # (the finiteness check records nothing for autograd)
-        check_tensor(logits, "logits", ndim=3)
-        check_tensor(labels, "labels", shape=tuple(logits.shape[:2]), dtype="integer")
-    from numtk.torch._common import check_reduction
-
+    check_tensor(logits, "logits", ndim=3)
+    check_tensor(labels, "labels", shape=tuple(logits.shape[:2]), dtype="integer")
     reduction = check_reduction(reduction)
     V = logits.shape[-1]
     target = labels[:, 1:]

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 
@@ -74,9 +74,8 @@ def residual_update_scores(x_in: "torch.Tensor", x_out: "torch.Tensor") -> "torc
     >>> residual_update_scores(x, torch.tensor([[[3.0, 4.0], [0.0, 1.0]]]))
     tensor([[5., 1.]])
     """
-    with torch.no_grad():  # (the finiteness check records nothing for autograd)
-        check_tensor(x_in, "x_in")
-        check_tensor(x_out, "x_out")
+    check_tensor(x_in, "x_in")
+    check_tensor(x_out, "x_out")
     if x_in.ndim < 2:
         raise ValueError(f"`x_in` must be (..., T, D) with at least 2 dimensions; got shape {tuple(x_in.shape)}")
     if x_in.shape != x_out.shape:
@@ -492,6 +491,11 @@ class TokenDropBlock(nn.Module):
             if prev is not None and prev.shape == (B, T) and int(prev[0].sum()) == keep_count(self.rho, T):
                 mask = prev  # the set is full: cumulative_topk would return the same set (kept as one object)
             else:
+                if not bool(torch.isfinite(base).all()):
+                    raise ValueError(f"the hidden states of decoder block {self._depth} (its input `hidden_states`, "
+                                     "or those of the blocks before it) are not finite (NaN or infinity): "
+                                     "TokenDrop ranks the tokens by the size of their residual updates and cannot "
+                                     "rank these")
                 mask = cumulative_topk(base, self.rho, prev_mask=prev)
         else:
             mask = token_mask
@@ -953,10 +957,8 @@ def wrap_model(model: "nn.Module", rho: Any = 0.5, lazy_layers: int | None = Non
             wrapper._state = state
             layers[i] = wrapper
     else:
-        for i in range(L):
-            wrapper = LayerDropBlock(layers[i], rho=1.0 if i < lazy_layers else rhos[i])
-            wrapper._gen = gen
-            layers[i] = wrapper
+        for i in range(L):  # one generator for all the blocks
+            layers[i] = LayerDropBlock(layers[i], rho=1.0 if i < lazy_layers else rhos[i], rng=gen)
     return model
 
 
