@@ -343,6 +343,20 @@ def test_window_covering_the_grid_is_global_attention():
     assert not torch.allclose(glob(x), small(x), atol=1e-4)
 
 
+def test_window_larger_than_the_grid():
+    torch.manual_seed(0)
+    glob = WaveletAttention(8, 2, None)
+    big = WaveletAttention(8, 2, 64)  # larger than the 4 x 4 token grid on every axis: global attention
+    big.load_state_dict(glob.state_dict())
+    x = torch.randn(2, 8, 8, 8)
+    assert torch.allclose(glob(x), big(x), atol=1e-6)
+    thin = WaveletAttention(8, 2, 7)  # 7 > 2 x 2 tokens on the first axis, within the second (32 tokens)
+    with pytest.raises(ValueError, match="`window`"):
+        thin(torch.randn(1, 8, 4, 64))
+    net = MSWT2D(1, 1, dims=[8, 8], heads=2, window=64)
+    assert net(torch.randn(1, 1, 8, 8)).shape == (1, 1, 8, 8)
+
+
 def test_attention_is_equivariant_to_even_shifts():
     """Global wavelet attention without positions commutes with shifts by 2 (one token of the DWT grid)."""
     torch.manual_seed(0)

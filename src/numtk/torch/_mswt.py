@@ -13,7 +13,6 @@ attention runs on DWT-domain tokens.
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -937,6 +936,12 @@ class WaveletAttention(nn.Module):
     inverse DWT and ``Linear(C / 2**ndim -> C)``. Use it inside :class:`WaveletBlock` (pre-LN residual
     and FFN).
 
+    Reconstructed where it differs from the authors' code: their local attention groups a strided
+    (dilated) grid of tokens spanning the field, here a window is a contiguous block of neighbouring
+    tokens; they apply a LayerNorm to the tokens before a bias-free ``qkv`` and output projection, here
+    there is no token LayerNorm and both projections have biases; their attention has 8 heads of width
+    64, here ``heads`` divides ``dim``.
+
     Parameters
     ----------
     dim : int
@@ -944,8 +949,10 @@ class WaveletAttention(nn.Module):
     heads : int
         Attention heads.
     window : int, optional
-        Local attention in windows of ``window`` tokens (1-D) or ``window x window`` tokens (2-D) of the
-        half-resolution grid; None (default): global attention.
+        Local attention in contiguous windows of ``window`` tokens (1-D) or ``window x window`` tokens
+        (2-D) of the half-resolution grid, circularly padded; None (default): global attention. A window
+        at least as large as the token grid on every axis is global attention; one that would need more
+        circular padding than an axis has raises a ValueError naming ``window`` at the call.
     wavelet : str, default 'haar'
         One of :data:`WAVELETS`.
     ndim : {1, 2}, default 2
@@ -992,9 +999,14 @@ class WaveletAttention(nn.Module):
         """Attention over the tokens of (N, C, *S), globally or in windows."""
         N, C, *S = z.shape
         w = self.window
-        if w is None:
+        if w is None or all(w >= s for s in S):  # a window covering the grid is global attention
             return self._attend(z.flatten(2).transpose(1, 2)).transpose(1, 2).reshape(N, C, *S)
         pads = [(-s) % w for s in S]
+        for s, pad in zip(S, pads):
+            if pad > s:
+                raise ValueError(f"`window` = {w} needs {pad} tokens of circular padding on a token axis of "
+                                 f"size {s} (grid {tuple(S)}); use a window at most twice each axis of the "
+                                 "grid, or at least the whole grid (global attention)")
         if any(pads):
             flat = [p for pad in reversed(pads) for p in (0, pad)]
             z = F.pad(z, flat, mode="circular")
@@ -1211,6 +1223,11 @@ class MSWT2D(_MSWT):
     ``Linear(in_ch + grid -> dims[0])``, output ``Linear -> GELU -> Linear``. The defaults follow the
     MSWT code's configuration for 2-D Navier-Stokes: ``dims = [dim / 2, 2 dim, 4 dim, 4 dim]`` with
     ``dim = 72``, Haar, local attention at levels 0, 1, 2 (when ``window`` is given).
+
+    The layout follows the authors' code; reconstructed where it differs from it: the local attention
+    uses contiguous windows (theirs groups a strided, dilated grid of tokens spanning the field), the
+    tokens get no LayerNorm before ``qkv`` and the ``qkv``/output projections have biases (theirs: token
+    LayerNorm, bias-free projections), and the FFN branch is pre-LN only (theirs is pre- and post-LN).
 
     Parameters
     ----------

@@ -6,8 +6,10 @@ Multi-scale wavelet transformers (:mod:`numtk.torch.mswt`)
 
 The discrete wavelet transform in PyTorch and the multi-scale wavelet transformer (MSWT; arXiv 2602.01486)
 built on it. The transforms equal PyWavelets' ``pywt.dwt``, ``pywt.idwt``, ``pywt.dwt2`` and
-``pywt.idwt2`` for every wavelet and mode offered (Haar, Daubechies 1-38, symlets 2-20, coiflets 1-17, or
-any filter bank such as a ``pywt.Wavelet``; the nine PyWavelets modes), are batched over any leading
+``pywt.idwt2`` for the wavelets and modes offered (Haar, Daubechies 1-38, symlets 2-20, coiflets 1-17, or
+any filter bank such as a ``pywt.Wavelet``; the nine PyWavelets modes): to rounding, except the named
+symlets, which match to about 1e-10 (PyWavelets' symlet table was computed in double precision and the
+filters here are derived exactly). They are batched over any leading
 dimensions, run on the input's device and dtype, and are differentiable (to any order). PyWavelets is not
 needed: the filters are derived (see :func:`wavelet_filters`).
 
@@ -15,7 +17,8 @@ MSWT learns dynamics in a tokenised wavelet domain: a U-Net over scales whose ha
 keeps the high-frequency sub-bands as channels (:class:`WaveletDownsample`, :class:`WaveletUpsample`), with
 attention over DWT-domain tokens (:class:`WaveletAttention`) in pre-LN residual blocks
 (:class:`WaveletBlock`). The modules take channel-first maps: (N, C, L) in 1-D, (N, C, H, W) in 2-D.
-:class:`MSWT2D` follows the authors' code; :class:`MSWT1D` is reconstructed from it (the code is 2-D only).
+:class:`MSWT2D` follows the authors' code in its layout (the differences in the attention and the blocks
+are listed in its docstring); :class:`MSWT1D` is reconstructed from it (the code is 2-D only).
 
 Importing this module imports torch (``pip install "numtk[torch]"``).
 
