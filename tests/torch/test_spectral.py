@@ -446,6 +446,46 @@ def test_spectral_alignment_gradients_and_validation():
         spectral_alignment_loss(hidden, x0, t1=0.3, projector=build_projector(8, 4, hidden=8, rng=0))
 
 
+def test_spectral_terms_without_a_mask_equal_the_masked_form():
+    from numtk.torch import _spectral
+    z1, z2 = torch.randn(9, 5, generator=gen(30), dtype=F64), torch.randn(9, 5, generator=gen(31), dtype=F64)
+    for clip in (False, True):
+        a, b = (_spectral._clip_norms(z, 1.0) for z in (z1, z2)) if clip else (z1, z2)
+        sq = (a @ b.T) ** 2
+        off = sq.masked_fill(torch.eye(9, dtype=torch.bool), 0.0).sum(dim=1)
+        old = -2.0 * (a * b).sum(dim=1) + off / 8
+        assert torch.allclose(_spectral._spectral_terms(z1, z2, 1.0, clip), old, rtol=0, atol=1e-12)
+
+
+def test_gram_too_large_and_generator_on_another_device(monkeypatch):
+    from numtk._lib import _validation
+    from numtk.torch import _spectral
+    net, proj = Net(), build_projector(8, 4, hidden=8, rng=0).double()
+    x0 = torch.randn(10, 2, generator=gen(19), dtype=F64)
+    hidden = lambda x, t: net(x, t)[1]                                  # noqa: E731
+    monkeypatch.setattr(_validation, "available_memory", lambda: 1000.0)
+    with pytest.raises(ValueError, match="`z1`"):
+        spectral_contrastive_loss(torch.randn(40, 3, dtype=F64), torch.randn(40, 3, dtype=F64))
+    with pytest.raises(ValueError, match="`x0`"):
+        spectral_alignment_loss(hidden, x0, t1=0.3, t2=0.5, projector=proj, rng=0)
+    monkeypatch.undo()
+
+    class Elsewhere:  # stands for a torch.Generator on an accelerator
+        device = torch.device("cuda", 0)
+    monkeypatch.setattr(_spectral, "torch_generator", lambda rng, device=None: Elsewhere())
+    with pytest.raises(ValueError, match="`rng`"):
+        spectral_alignment_loss(hidden, x0, t1=0.3, t2=0.5, projector=proj, rng=0)
+    with pytest.raises(ValueError, match="`rng`"):
+        diffusion_loss(net, x0, rng=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_generator_with_cpu_x0():
+    x0 = torch.randn(4, 2, dtype=F64)
+    with pytest.raises(ValueError, match="`rng`"):
+        diffusion_loss(Net(), x0, rng=torch.Generator(device="cuda"))
+
+
 def test_diffusion_loss_terms():
     net, proj = Net(), build_projector(8, 4, hidden=8, rng=0).double()
     x0 = torch.randn(12, 2, generator=gen(16), dtype=F64)

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from numtk._lib import Result
 from numtk._lib._constraints import constraints
-from numtk._lib._validation import check_bool, check_int, check_option, check_real
+from numtk._lib._validation import check_bool, check_int, check_option, check_real, check_size
 from numtk.torch._common import check_reduction, check_tensor, reduce_loss, torch, torch_generator
 
 __all__ = ["spectral_contrastive_loss", "spectral_population_loss", "repa_loss", "build_projector",
@@ -113,16 +113,32 @@ def _gaussian_noise(like: "torch.Tensor", gen: "torch.Generator") -> "torch.Tens
 # --------------------------------------------------------------------------------------------------
 # the spectral contrastive loss
 # --------------------------------------------------------------------------------------------------
-def _spectral_terms(z1: "torch.Tensor", z2: "torch.Tensor", mu: float, clip: bool) -> "torch.Tensor":
-    """Per-anchor terms (B,) of the batch spectral loss; the arguments are checked."""
+def _spectral_terms(z1: "torch.Tensor", z2: "torch.Tensor", mu: float, clip: bool,
+                    name: str = "z1") -> "torch.Tensor":
+    """Per-anchor terms (B,) of the batch spectral loss; the arguments are checked.
+
+    The B x B Gram matrix is the one quadratic temporary (with its square, and their gradients): sizes whose
+    Gram would not fit are refused with a ValueError naming ``name``. The off-diagonal sum of a row is the
+    row's sum less its diagonal entry, so no mask is built.
+    """
+    B = z1.shape[0]
+    check_size(B, 4.0 * B * z1.element_size(), name)
     if clip:
         radius = math.sqrt(mu)
         z1, z2 = _clip_norms(z1, radius), _clip_norms(z2, radius)
-    B = z1.shape[0]
     positive = (z1 * z2).sum(dim=1)
-    square = (z1 @ z2.T) ** 2
-    off = square.masked_fill(torch.eye(B, dtype=torch.bool, device=z1.device), 0.0).sum(dim=1)
+    off = (z1 @ z2.T).square().sum(dim=1) - positive.square()
     return (-2.0 * positive + off / (B - 1)) / mu
+
+
+def _generator(rng: Any, x0: "torch.Tensor") -> "torch.Generator":
+    """``rng`` as a generator on x0's device; a torch.Generator on another device is refused."""
+    gen = torch_generator(rng, device=x0.device)
+    gd, xd = torch.device(gen.device), x0.device
+    if gd.type != xd.type or (gd.index is not None and xd.index is not None and gd.index != xd.index):
+        raise ValueError(f"`rng` is a torch.Generator on {gd}, but `x0` is on {xd}: pass a generator on "
+                         "x0's device (or an int seed)")
+    return gen
 
 
 @constraints(z1="tensor", z2="tensor", mu="real>0", clip="bool", reduction="option")
@@ -534,7 +550,8 @@ def _spectral_pair(z1: "torch.Tensor", z2: "torch.Tensor", *, mu: float, clip: b
     r1, r2 = _token_rows(z1, tokens), _token_rows(z2.to(z1.dtype), tokens)
     if r1.shape[0] < 2:
         raise ValueError(f"the spectral loss needs at least 2 samples (batch items or tokens); got {r1.shape[0]}")
-    terms = _spectral_terms(r1, r2, _check_mu(mu, z1.dtype), clip)
+    terms = _spectral_terms(r1, r2, _check_mu(mu, z1.dtype), clip,
+                            "tokens" if z1.ndim > 2 and tokens == "flatten" else "x0")
     if reduction == "none" and z1.ndim > 2 and tokens == "flatten":
         terms = terms.reshape(z1.shape[:-1])
     return reduce_loss(terms, reduction)
@@ -641,7 +658,7 @@ def spectral_alignment_loss(hidden_fn: Callable, x0: "torch.Tensor", *, t1: Any,
         raise ValueError("`same_noise` needs `t2` (with one time and one noise the two views coincide)")
     if target is not None and not isinstance(target, torch.Tensor):
         _check_callable(target, "target")
-    gen = torch_generator(rng, device=x0.device)
+    gen = _generator(rng, x0)
     if uniform_t2:
         tb = torch.rand(x0.shape[0], generator=gen, dtype=x0.dtype, device=x0.device)
     eps = _gaussian_noise(x0, gen)
@@ -793,7 +810,7 @@ def diffusion_loss(model: Callable, x0: "torch.Tensor", *, regularizer: str | No
             raise ValueError(f"`target` is required by regularizer={regularizer!r} (frozen features of x0)")
         if not isinstance(target, torch.Tensor):
             _check_callable(target, "target")
-    gen = torch_generator(rng, device=x0.device)
+    gen = _generator(rng, x0)
     B = x0.shape[0]
     ta = torch.rand(B, generator=gen, dtype=x0.dtype, device=x0.device) if t is None else _times(t, "t", x0)
     uniform_t2 = _is_uniform(t2)
