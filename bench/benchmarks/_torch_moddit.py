@@ -15,6 +15,12 @@ rounds (:func:`benchmarks._timing.interleaved`) and reports the ratio of medians
 difference from :func:`~numtk.torch.moddit.masked_dense_attention` (the dense product with the mask applied:
 "the same output"). A sweep over the fraction of masked blocks (per-row random masks) finds the crossover,
 where the block-sparse call stops being faster than the dense one.
+
+Threads: every row runs first with one thread of torch (the primary figure: it depends least on what else runs
+on the machine) and then, where torch's default differs, with the default count, under
+:func:`numtk.torch._common.torch_threads`. With other processes on the cores, the block-sparse path (a few dozen
+parallel calls) loses more to them than the one large dense call, so the ratio at the default count depends on
+the load; the header prints the load average.
 """
 
 from __future__ import annotations
@@ -71,28 +77,15 @@ def lines_mask(n: int, sparsity: float, *, heads: int = HEADS, frame: int | None
     return torch.stack(masks)
 
 
-class _threads:
-    """torch's intra-op threads set to ``n`` for the block (None: unchanged)."""
-
-    def __init__(self, n):
-        self.n = n
-
-    def __enter__(self):
-        import torch
-
-        self.saved = torch.get_num_threads()
-        if self.n is not None:
-            torch.set_num_threads(self.n)
-
-    def __exit__(self, *exc):
-        import torch
-
-        torch.set_num_threads(self.saved)
+def _thread_counts(default: int) -> list[int]:
+    """The thread counts of the comparison: one first (the primary figure), then torch's default if it differs."""
+    return [1] if default == 1 else [1, default]
 
 
 def _row(label, q, k, v, mask, repeat, out, threads_list, check=True):
     import torch
 
+    from numtk.torch._common import torch_threads
     from numtk.torch.moddit import block_sparse_attention, masked_dense_attention
 
     F = torch.nn.functional
@@ -101,7 +94,7 @@ def _row(label, q, k, v, mask, repeat, out, threads_list, check=True):
     kept = mask.sum(dim=-1)
     cells, ratios, diff = [], [], 0.0
     for threads in threads_list:
-        with _threads(threads):
+        with torch_threads(threads):
             t = interleaved({"dense": lambda: F.scaled_dot_product_attention(q, k, v),
                              "sparse": lambda: block_sparse_attention(q, k, v, mask, BLOCK)}, repeat)
         if check:
@@ -135,13 +128,14 @@ def compare(*, quick: bool = False, options=None) -> None:
     n = L // BLOCK
     out = print
     default = torch.get_num_threads()
-    threads_list = [None] if default == 1 else [None, 1]
+    threads_list = _thread_counts(default)
     out("\n== moddit: block-sparse attention against dense scaled_dot_product_attention (CPU) ==")
     out(f"L = {L}, block = {BLOCK} ({n} x {n} blocks), batch 1, {HEADS} heads, head dim {DIM}, float32; "
         f"torch {torch.__version__}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}. Medians of "
-        f"{repeat} interleaved rounds (seconds), with torch's {default} threads"
-        + ("" if default == 1 else " and again with 1 thread (where other processes share the cores, the many "
-           "small parallel calls of the block-sparse path suffer more than the one large dense call)")
+        f"{repeat} interleaved rounds (seconds), with 1 thread (the primary figure)"
+        + ("" if default == 1 else f" and again with torch's default {default} threads (where other processes "
+           "share the cores, the many small parallel calls of the block-sparse path lose more to them than the one "
+           "large dense call: that ratio depends on the load)")
         + "; ratio = sparse / dense (target <= 0.5 at 80 %); max |diff| against masked_dense_attention (the dense "
         "product with the mask applied).")
     q, k, v = problem(L)
@@ -150,7 +144,7 @@ def compare(*, quick: bool = False, options=None) -> None:
         q, k, v))
     out(f"all-true mask: the output is dense SDPA's, bit for bit: {same}")
     cols = "   ".join(f"{'dense s':>8} {'sparse s':>8} {'ratio':>6}" for _ in threads_list)
-    tags = "   ".join(f"{('threads ' + str(default if t is None else t)):^24}" for t in threads_list)
+    tags = "   ".join(f"{('threads ' + str(t)):^24}" for t in threads_list)
     head = f"  {'mask':<22} {'sparsity':>8} {'kept/row':>9} {cols} {'max |diff|':>11}"
     out(f"  {'':<22} {'':>8} {'':>9} {tags}")
     out(head)
@@ -172,5 +166,5 @@ def compare(*, quick: bool = False, options=None) -> None:
         what = (f"below {p[0][0]:.2f} (faster at every sparsity of the sweep)" if p[0][1] < 1.0 else
                 "not reached in the sweep" if cross is None else
                 f"about {cross:.2f} of the blocks masked (linear interpolation of the ratios)")
-        out(f"crossover with {default if t is None else t} thread(s): {what}")
+        out(f"crossover with {t} thread(s): {what}")
     out(f"({time.perf_counter() - t0:.1f} s)")

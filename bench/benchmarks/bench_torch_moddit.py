@@ -1,15 +1,25 @@
 """asv benchmarks of numtk.torch.moddit: block-sparse attention beside dense scaled_dot_product_attention (the
-problem of ``compare.py --moddit``, ``_torch_moddit.py``, at L = 4096), the block map and the line fit.
-Skipped (NotImplementedError in setup) where torch is not installed."""
+problem of ``compare.py --moddit``, ``_torch_moddit.py``, at L = 4096), the block map and the line fit; torch on
+one thread (the primary figure of compare.py). Skipped (NotImplementedError in setup) where torch is not
+installed."""
 
 from benchmarks._torch_moddit import BLOCK, lines_mask, problem, row_mask
 
 
-def _need_torch():
+def _setup(self):
+    """Skip where torch is missing; otherwise one thread of torch until teardown."""
     try:
         import torch  # noqa: F401
     except ImportError:  # pragma: no cover - asv skips the benchmark
         raise NotImplementedError("torch is not installed")
+    from numtk.torch._common import torch_threads
+
+    self.threads = torch_threads(1)
+    self.threads.__enter__()
+
+
+def _teardown(self):
+    self.threads.__exit__(None, None, None)
 
 
 class BlockSparseAttention:
@@ -21,10 +31,13 @@ class BlockSparseAttention:
     timeout = 300
 
     def setup(self, sparsity, mask):
-        _need_torch()
+        _setup(self)
         self.q, self.k, self.v = problem(4096)
         n = 4096 // BLOCK
         self.mask = row_mask(n, sparsity) if mask == "rows" else lines_mask(n, sparsity)
+
+    def teardown(self, sparsity, mask):
+        _teardown(self)
 
     def time_block_sparse_attention(self, sparsity, mask):
         from numtk.torch.moddit import block_sparse_attention
@@ -49,11 +62,14 @@ class BlockMapAndFit:
     timeout = 300
 
     def setup(self):
-        _need_torch()
+        _setup(self)
         import torch
 
         self.q, self.k, _ = problem(2048)
         self.S = torch.rand(8, 128, 128, generator=torch.Generator().manual_seed(0))
+
+    def teardown(self):
+        _teardown(self)
 
     def time_block_sparsity_map(self):
         from numtk.torch.moddit import block_sparsity_map

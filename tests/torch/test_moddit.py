@@ -673,6 +673,15 @@ def test_the_asv_suite_is_skipped_without_torch(monkeypatch):
         with pytest.raises(NotImplementedError, match="torch is not installed"):
             bench_class().setup(*args)
     monkeypatch.undo()
+    # with torch: one thread from setup to teardown (compare.py's primary figure), then the count as it was
+    before_threads = torch.get_num_threads()
+    timed = suite.BlockMapAndFit()
+    timed.setup()
+    assert torch.get_num_threads() == 1
+    timed.teardown()
+    assert torch.get_num_threads() == before_threads
+    compare = importlib.import_module("benchmarks._torch_moddit")
+    assert compare._thread_counts(1) == [1] and compare._thread_counts(4) == [1, 4]
     for name in set(sys.modules) - before:                    # bench/'s modules leave with bench/'s path
         del sys.modules[name]
 
@@ -680,8 +689,14 @@ def test_the_asv_suite_is_skipped_without_torch(monkeypatch):
 # --------------------------------------------------------------------------------------------------
 # the demonstration
 # --------------------------------------------------------------------------------------------------
-def test_demo_orders_the_masks():
+def test_demo_orders_the_masks(monkeypatch):
+    threads = []
+    real = _moddit.OnlineMaskState.attention
+    monkeypatch.setattr(_moddit.OnlineMaskState, "attention",
+                        lambda self, *a: threads.append(torch.get_num_threads()) or real(self, *a))
+    before = torch.get_num_threads()
     res = demo(steps=13, quick=True)
+    assert set(threads) == {1} and len(threads) == 13 and torch.get_num_threads() == before   # timed on one thread
     m = res.metrics
     assert (m["dense_steps"], m["sparse_steps"], m["n"]) == (12, 1, 64)
     assert m["moddit"]["error"] < m["static"]["error"] < m["random"]["error"]

@@ -164,7 +164,7 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quic
             fraction of skipped blocks); and ``n`` (blocks per side), ``dense_steps``, ``sparse_steps``,
             ``seconds_sparse`` and ``seconds_dense`` (mean seconds of one attention call of MOD-DiT's state at a
             sparse step and at a full-attention step, block map included), ``seconds_sdpa`` (mean seconds of
-            dense SDPA at the sparse steps).
+            dense SDPA at the sparse steps); all with one thread of torch, so that they compare from run to run.
         history : dict of lists
             ``step`` (the sparse steps), ``sparsity`` of MOD-DiT's mask there, and per mask the relative error
             (mean over heads).
@@ -186,7 +186,7 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quic
 
     from numtk._lib import progress_bar
     from numtk._lib._validation import check_bool, check_int
-    from numtk.torch._common import torch_generator
+    from numtk.torch._common import torch_generator, torch_threads
     # the public functions, from their room (numtk.torch.moddit re-exports this module's demo: no cycle)
     from numtk.torch._moddit import OnlineMaskState, block_sparse_attention, extrapolate_and_select, lines_map
 
@@ -212,32 +212,33 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quic
     dense = state.dense_steps(steps)
     g = torch_generator(rng)   # the planted problem draws from it before its first step, the random masks after
     gen = planted_steps(steps, frames=cfg["frames"], tokens_per_frame=cfg["tokens_per_frame"], block=block, rng=g)
-    for step, (q, k, v) in enumerate(progress_bar(gen, total=steps, disable=not progress, desc="moddit")):
-        s0 = time.perf_counter()
-        out = state.attention(q, k, v, step)
-        elapsed = time.perf_counter() - s0
-        if state.is_dense(step):
-            t_dense.append(elapsed)
-            if state.mask is not None:
-                sel = extrapolate_and_select(state.fits, state.top_k, state.predict_T)
-                maps = dict(measured=state.history.numpy(), fitted=state.fits[-1].fitted.numpy(),
-                            predicted=lines_map(sel.predicted, bpf).numpy(), mask=state.mask.numpy(), step=step)
-            continue
-        t_sparse.append(elapsed)
-        s0 = time.perf_counter()
-        ref = torch.nn.functional.scaled_dot_product_attention(q, k, v)
-        t_sdpa.append(time.perf_counter() - s0)
-        kept = state.mask.sum(dim=(-2, -1))
-        masks = {"moddit": state.mask, "static": band_mask(n, kept),
-                 "random": random_mask(n, kept, rng=g)}
-        history["step"].append(step)
-        history["sparsity"].append(float(state.sparsity))
-        for key, m in masks.items():
-            o = out if key == "moddit" else block_sparse_attention(q, k, v, m, block)
-            e = _rel_error(o, ref)
-            errors[key].append(e)
-            sparsity[key].append(1.0 - float(m.float().mean()))
-            history[key].append(float(e.mean()))
+    with torch_threads(1):   # one thread: timings comparable from run to run, whatever else runs on the machine
+        for step, (q, k, v) in enumerate(progress_bar(gen, total=steps, disable=not progress, desc="moddit")):
+            s0 = time.perf_counter()
+            out = state.attention(q, k, v, step)
+            elapsed = time.perf_counter() - s0
+            if state.is_dense(step):
+                t_dense.append(elapsed)
+                if state.mask is not None:
+                    sel = extrapolate_and_select(state.fits, state.top_k, state.predict_T)
+                    maps = dict(measured=state.history.numpy(), fitted=state.fits[-1].fitted.numpy(),
+                                predicted=lines_map(sel.predicted, bpf).numpy(), mask=state.mask.numpy(), step=step)
+                continue
+            t_sparse.append(elapsed)
+            s0 = time.perf_counter()
+            ref = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+            t_sdpa.append(time.perf_counter() - s0)
+            kept = state.mask.sum(dim=(-2, -1))
+            masks = {"moddit": state.mask, "static": band_mask(n, kept),
+                     "random": random_mask(n, kept, rng=g)}
+            history["step"].append(step)
+            history["sparsity"].append(float(state.sparsity))
+            for key, m in masks.items():
+                o = out if key == "moddit" else block_sparse_attention(q, k, v, m, block)
+                e = _rel_error(o, ref)
+                errors[key].append(e)
+                sparsity[key].append(1.0 - float(m.float().mean()))
+                history[key].append(float(e.mean()))
     metrics: dict[str, Any] = {"n": n, "dense_steps": len(t_dense), "sparse_steps": len(t_sparse),
                                "seconds_dense": float(np.mean(t_dense)) if t_dense else math.nan,
                                "seconds_sparse": float(np.mean(t_sparse)) if t_sparse else math.nan,
