@@ -36,25 +36,6 @@ TOKENS, CHANNELS, EMBED = 16, 4, 64
 REGULARIZERS = (None, "repa", "spectral", "spectral_repa")
 
 
-class _threads:
-    """torch's intra-op threads set to ``n`` for the block (None: unchanged)."""
-
-    def __init__(self, n):
-        self.n = n
-
-    def __enter__(self):
-        import torch
-
-        self.saved = torch.get_num_threads()
-        if self.n is not None:
-            torch.set_num_threads(self.n)
-
-    def __exit__(self, *exc):
-        import torch
-
-        torch.set_num_threads(self.saved)
-
-
 def TokenDenoiser(width: int, *, channels: int = CHANNELS, blocks: int = 4, read: int = 2, seed: int = 0):
     """(x_t (B, N, C), t (B,)) -> (v (B, N, C), h (B, N, width)): residual MLP blocks on each token."""
     import torch
@@ -144,8 +125,9 @@ def loss_calls(rows: int) -> dict:
 def _cost_table(quick: bool, repeat: int) -> None:
     threads = None if os.environ.get("NUMTK_BENCH_TORCH_THREADS") == "all" else 1
     import torch
+    from numtk.torch._common import torch_threads
 
-    with _threads(threads):
+    with torch_threads(threads):
         print(f"Cost of one training step (forward + backward of diffusion_loss), N = {TOKENS} tokens of "
               f"{CHANNELS} values, projector hidden 2D, output {EMBED}; torch threads {torch.get_num_threads()}; "
               f"medians of {repeat} interleaved rounds")
@@ -177,13 +159,16 @@ def _training_table(quick: bool) -> None:
     print(f"Training: the demo's 2-D mixture, {m['steps']} steps, {m['seeds']} seed(s), same initialisation, data "
           f"and noise per seed ({res.wall_time:.0f} s); excess = ||v - v*||^2 / 2 to the exact optimal velocity")
     print(f"  variant          denoise/plain  excess@{h['step'][half]:<4d} excess@{h['step'][-1]:<4d} "
-          f"reaches plain's final  probe (Bayes {m['bayes_probe']:.3f})  time/step")
+          f"reaches plain's final  probe (Bayes {m['bayes_probe']:.3f})  time/step  time to plain's final")
     for v in (k for k in ("plain", "repa", "spectral", "spectral_repa") if k in m):
         r = m[v]
         reach = "not reached" if r["steps_to_plain"] is None else f"step {r['steps_to_plain']:.0f}"
+        wall = "not reached" if r["time_to_plain_ratio"] is None else f"{r['time_to_plain_ratio']:.2f}x"
         print(f"  {v:<15}  {r['denoise_ratio']:13.4f}  {h[f'{v}/excess'][half]:11.4f}  {r['excess']:11.4f}  "
               f"{reach:>21}  {r['probe']:.3f} (seeds {', '.join(f'{p:.3f}' for p in r['probe_seeds'])})  "
-              f"{r['time_ratio']:.2f}x")
+              f"{r['time_ratio']:.2f}x  {wall:>11}")
+    print("  (time to plain's final: steps to plain's final error x time/step, over plain's time for all its "
+          "steps; above 1x: no wall-clock speed-up)")
 
 
 def compare(*, quick: bool = False, options=None) -> None:

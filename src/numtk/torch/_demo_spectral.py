@@ -25,7 +25,6 @@ variant: in two dimensions any rich hidden layer separates the components linear
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from typing import Any
@@ -33,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from numtk._lib._constraints import constraints
-from numtk.torch._common import torch, torch_generator
+from numtk.torch._common import torch, torch_generator, torch_threads
 from numtk.torch._spectral import build_projector, diffusion_loss, linear_interpolant, spectral_contrastive_loss
 
 __all__ = ["demo", "run", "mixture_means", "sample_mixture", "optimal_velocity", "bayes_accuracy",
@@ -241,19 +240,6 @@ def _sample_quality(net, n: int = 2000, ode_steps: int = 100, seed: int = 777) -
 # --------------------------------------------------------------------------------------------------
 # training
 # --------------------------------------------------------------------------------------------------
-@contextlib.contextmanager
-def _one_torch_thread():
-    """torch's intra-op threads limited to one while the demo trains, then restored. The demo's matrices are a
-    few hundred by a few dozen: with two threads on two busy cores a step took 30-100 ms instead of 2 ms (thread
-    hand-offs, not arithmetic), as numtk._lib.single_blas_thread notes for BLAS."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
 def _train(variant: str, steps: int, seed: int, encoder, ev: _Evaluation, checkpoints: list[int]) -> dict:
     """One run; the initialisation, the data and the first view's t and noise depend only on ``seed``."""
     regularizer, lam = VARIANTS[variant]
@@ -352,10 +338,12 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, seed
             Per variant (means over the seeds): ``denoise`` (final held-out denoising loss), ``denoise_ratio``
             (to plain's), ``excess`` (final ``||v - v*||^2 / 2``), ``probe`` (transfer probe accuracy),
             ``probe_same_t``, ``mmd``, ``near_mode``, ``modes``, ``steps_to_plain`` (steps at which the mean
-            excess curve reaches plain's final excess error; None if it does not), ``speedup``
-            (steps / steps_to_plain, None likewise),
+            excess curve reaches plain's final excess error; None if it does not), ``step_ratio``
+            (steps / steps_to_plain, None likewise: fewer steps, not less time),
             ``seconds_per_step`` and ``time_ratio`` (over plain's; timed apart from the runs, the variants
-            interleaved), and the per-seed lists ``denoise_seeds``,
+            interleaved), ``seconds_to_plain`` (steps_to_plain x seconds_per_step: the wall-clock time to
+            reach plain's final excess error) and ``time_to_plain_ratio`` (that over plain's time for all its
+            steps; above 1: slower than plain in wall-clock time, None if not reached), and the per-seed lists ``denoise_seeds``,
             ``excess_seeds``, ``probe_seeds``; also ``optimal_denoise`` (the loss of v*), ``bayes_probe`` (the Bayes
             accuracy at the probe's test times, averaged), ``steps``, ``seeds``.
         history : dict of lists
@@ -395,12 +383,12 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, seed
     t_start = time.perf_counter()
     n_checks = min(steps, 10)
     checkpoints = sorted({max(1, round(steps * (i + 1) / n_checks)) for i in range(n_checks)})
-    with _one_torch_thread():
+    with torch_threads(1):  # small matrices: thread hand-offs cost more than they save
         ev = _Evaluation()
         encoder = pretrain_encoder(rng=base) if any(v in ("repa", "spectral_repa") for v in variants) else None
     runs: dict[str, list[dict]] = {v: [] for v in variants}
     jobs = [(s, v) for s in range(seeds) for v in variants]
-    with _one_torch_thread():
+    with torch_threads(1):  # small matrices: thread hand-offs cost more than they save
         for s, v in progress_bar(jobs, progress=progress, desc="spectral demo"):
             runs[v].append(_train(v, steps, base + 7919 * s, encoder, ev, checkpoints))
         step_time = _step_times(variants, encoder)
@@ -419,8 +407,11 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, seed
         m.update(denoise_seeds=[r["denoise"][-1] for r in rs], excess_seeds=[r["excess"][-1] for r in rs],
                  probe_seeds=[r["probe"][-1] for r in rs],
                  steps_to_plain=to_plain if math.isfinite(to_plain) else None,
-                 speedup=steps / to_plain if math.isfinite(to_plain) and to_plain > 0 else None,
-                 seconds_per_step=step_time[v], time_ratio=step_time[v] / step_time["plain"])
+                 step_ratio=steps / to_plain if math.isfinite(to_plain) and to_plain > 0 else None,
+                 seconds_per_step=step_time[v], time_ratio=step_time[v] / step_time["plain"],
+                 seconds_to_plain=to_plain * step_time[v] if math.isfinite(to_plain) else None,
+                 time_to_plain_ratio=(to_plain * step_time[v] / (steps * step_time["plain"])
+                                      if math.isfinite(to_plain) else None))
         metrics[v] = m
     for v in runs:
         metrics[v]["denoise_ratio"] = metrics[v]["denoise"] / metrics["plain"]["denoise"]
@@ -480,16 +471,18 @@ def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]
     out(f"  optimal denoising loss (exact v*) {m['optimal_denoise']:.4f}; Bayes accuracy at the probe's noise "
         f"levels {m['bayes_probe']:.3f}")
     out("  variant                                    denoise (/plain)  excess   probe  probe@t  MMD^2    near  "
-        "steps to plain  time/step")
+        "steps to plain  time/step  time to plain")
     for v in (k for k in VARIANTS if k in m):
         r = m[v]
         reach = "not reached" if r["steps_to_plain"] is None else f"{r['steps_to_plain']:.0f}"
+        wall = "-" if r["time_to_plain_ratio"] is None else f"{r['time_to_plain_ratio']:.2f}x"
         out(f"  {_LABELS[v]:<42} {r['denoise']:.4f} ({r['denoise_ratio']:.3f})  {r['excess']:.4f}  "
             f"{r['probe']:.3f}  {r['probe_same_t']:.3f}    {r['mmd']:.4f}  {r['near_mode']:.2f}  "
-            f"{reach:>14}  {r['time_ratio']:.2f}x")
+            f"{reach:>14}  {r['time_ratio']:>8.2f}x  {wall:>13}")
     out("  (excess: ||v - v*||^2 / 2 on held-out draws; probe: linear, fitted on h at t = 0.05, tested at "
         "t = 0.2, 0.3, 0.4; probe@t: fitted and tested at t = 0.3; steps to plain: when the mean excess curve "
-        "reaches plain's final value)")
+        "reaches plain's final value; time to plain: the wall-clock time to get there (steps x time/step) "
+        "over plain's for all its steps, above 1x meaning no wall-clock speed-up)")
     if plot:
         plot_curves(res, plot)
         out(f"figure saved to {plot}")
@@ -507,6 +500,7 @@ def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]
                                   f"{m['repa']['excess']:.3f}" if "repa" in m else
                                   f"denoise x{r['denoise_ratio']:.3f} of plain",
                      "speed": f"{r['time_ratio']:.2f}x time/step, plain's final error at step "
-                              f"{r['steps_to_plain']:.0f}" if r["steps_to_plain"] is not None else
+                              f"{r['steps_to_plain']:.0f} in {r['time_to_plain_ratio']:.2f}x plain's time"
+                              if r["steps_to_plain"] is not None else
                               f"{r['time_ratio']:.2f}x time/step"})
     return rows
