@@ -19,7 +19,6 @@ wavenumbers. Persistence (``u(t + 1) = u(t)``) is the floor any model must beat.
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -219,10 +218,11 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, quic
     # one thread: the models are so small that a step is mostly thread synchronisation otherwise (a tenth of a
     # second a step on one thread, ten times that on two busy cores)
     with torch_threads(1):
-        torch.manual_seed(seed)
-        mswt = MSWT1D(1, 1, dims=DIMS, heads=HEADS)
-        torch.manual_seed(seed)
-        plain = _matched_transformer(_params(mswt), n)
+        with torch.random.fork_rng(devices=[]):  # the modules initialise from torch's global state: restored
+            torch.manual_seed(seed)
+            mswt = MSWT1D(1, 1, dims=DIMS, heads=HEADS)
+            torch.manual_seed(seed)
+            plain = _matched_transformer(_params(mswt), n)
         for name, model in (("mswt", mswt), ("transformer", plain)):
             t = time.perf_counter()
             history[name] = train(model, X, Y, steps=sizes["steps"], batch=sizes["batch"], rng=seed + 1,
