@@ -610,8 +610,11 @@ def test_sizes_beyond_the_problem_are_refused(g):
     assert block_sparsity_map(q, short, 16).shape == (1, 1, 1, 1)
     two = torch.ones(2, 6, dtype=D64)
     assert extrapolate_and_select(two, 5).lines.shape == (5,)             # n = 2: 3n - 1 = 5 lines
-    with pytest.raises(ValueError, match="`top_k` must be <= 3n - 1 = 5"):
-        extrapolate_and_select(two, 6)
+    for top_k in (6, 10**30):
+        with pytest.raises(ValueError, match="`top_k` must be <= 3n - 1 = 5"):
+            extrapolate_and_select(two, top_k)
+    with pytest.raises(ValueError, match="`blocks_per_frame` must be <= n = 2"):
+        lines_map(two[0], 10**30)
     S = torch.rand(1, 4, 4, generator=g, dtype=D64)
     with pytest.raises(ValueError, match="`blocks_per_frame` must be <= n = 4"):
         OnlineMaskState(top_k=1, blocks_per_frame=50, warmup=2).update(0, S)

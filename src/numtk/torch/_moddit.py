@@ -91,7 +91,7 @@ def _scale(scale: Any, D: int) -> float:
 
 def _blocks_per_frame(value: Any, n: int, source: str) -> int:
     """1 <= blocks_per_frame <= n, the message naming where n comes from."""
-    value = check_int(value, "blocks_per_frame", minimum=1, maximum=C_INT_MAX)
+    value = check_int(value, "blocks_per_frame", minimum=1)
     if value > n:
         raise ValueError(f"`blocks_per_frame` must be <= n = {n} (the blocks per side given by {source}); got "
                          f"{value}")
@@ -116,7 +116,7 @@ def _block_mask(block_mask: Any, B: int, H: int, nq: int, nk: int, device: Any) 
 
 def _top_k(value: Any, n: int, source: str) -> int:
     """1 <= top_k <= 3n - 1 (the lines of an n x n map), the message naming where n comes from."""
-    value = check_int(value, "top_k", minimum=1, maximum=C_INT_MAX)
+    value = check_int(value, "top_k", minimum=1)
     if value > 3 * n - 1:
         raise ValueError(f"`top_k` must be <= 3n - 1 = {3 * n - 1}, the lines (2n - 1 diagonals and n columns) of "
                          f"the n = {n} block maps given by {source}; got {value}")
