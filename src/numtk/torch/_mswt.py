@@ -89,8 +89,8 @@ def wavelet_filters(wavelet: Any = "haar") -> tuple[tuple[float, ...], ...]:
     Parameters
     ----------
     wavelet : str
-        One of :data:`WAVELETS` (``'haar'``, ``'db1'``..``'db38'``, ``'sym2'``..``'sym20'``,
-        ``'coif1'``..``'coif17'``).
+        One of :data:`WAVELETS` (``'haar'``, ``'db1'`` to ``'db38'``, ``'sym2'`` to ``'sym20'``,
+        ``'coif1'`` to ``'coif17'``).
 
     Returns
     -------
@@ -434,8 +434,8 @@ def dwt1d(x: "torch.Tensor", wavelet: Any = "haar", mode: str = "periodization"
         Real signals (floating dtype, finite) along the last axis; any leading dimensions (for example
         (batch, channels, N)); any device.
     wavelet : str or filter bank, default 'haar'
-        One of :data:`WAVELETS` (``'haar'``, ``'db1'``..``'db38'``, ``'sym2'``..``'sym20'``,
-        ``'coif1'``..``'coif17'``), or a filter bank: a ``pywt.Wavelet`` (any object with ``filter_bank``)
+        One of :data:`WAVELETS` (``'haar'``, ``'db1'`` to ``'db38'``, ``'sym2'`` to ``'sym20'``,
+        ``'coif1'`` to ``'coif17'``), or a filter bank: a ``pywt.Wavelet`` (any object with ``filter_bank``)
         or a sequence ``(dec_lo, dec_hi, rec_lo, rec_hi)`` of equal even lengths.
     mode : str, default 'periodization'
         The signal extension, as PyWavelets names it (:data:`MODES`): ``'periodization'`` (circular, output
@@ -851,7 +851,7 @@ class WaveletDownsample(nn.Module):
 
     @constraints(x="tensor")
     def forward(self, x: "torch.Tensor") -> "torch.Tensor":
-        """(N, dim, *S) -> (N, out_dim, *S / 2); the spatial sizes S must be even."""
+        """``(N, dim, *S) -> (N, out_dim, *S / 2)``; the spatial sizes S must be even."""
         return self._run(_check_features(x, "x", self.dim, self.ndim))
 
     def _run(self, x: "torch.Tensor") -> "torch.Tensor":
@@ -905,7 +905,7 @@ class WaveletUpsample(nn.Module):
 
     @constraints(x="tensor", skip="tensor")
     def forward(self, x: "torch.Tensor", skip: "torch.Tensor | None" = None) -> "torch.Tensor":
-        """(N, dim, *S) and the skip (N, skip_dim, *2S) -> (N, out_dim, *2S)."""
+        """``(N, dim, *S)`` and the skip ``(N, skip_dim, *2S) -> (N, out_dim, *2S)``."""
         x = _check_features(x, "x", self.dim, self.ndim, even=False)
         if self.skip_dim:
             if skip is None:
@@ -996,7 +996,7 @@ class WaveletAttention(nn.Module):
         return self.out(y.transpose(1, 2).reshape(B, T, C))
 
     def _tokens(self, z: "torch.Tensor") -> "torch.Tensor":
-        """Attention over the tokens of (N, C, *S), globally or in windows."""
+        """Attention over the tokens of ``(N, C, *S)``, globally or in windows."""
         N, C, *S = z.shape
         w = self.window
         if w is None or all(w >= s for s in S):  # a window covering the grid is global attention
@@ -1022,7 +1022,7 @@ class WaveletAttention(nn.Module):
 
     @constraints(x="tensor")
     def forward(self, x: "torch.Tensor") -> "torch.Tensor":
-        """(N, dim, *S) -> (N, dim, *S); the spatial sizes S must be even."""
+        """``(N, dim, *S) -> (N, dim, *S)``; the spatial sizes S must be even."""
         return self._run(_check_features(x, "x", self.dim, self.ndim))
 
     def _run(self, x: "torch.Tensor") -> "torch.Tensor":
@@ -1070,7 +1070,7 @@ class WaveletBlock(nn.Module):
 
     @constraints(x="tensor")
     def forward(self, x: "torch.Tensor") -> "torch.Tensor":
-        """(N, dim, *S) -> (N, dim, *S); the spatial sizes S must be even."""
+        """``(N, dim, *S) -> (N, dim, *S)``; the spatial sizes S must be even."""
         return self._run(_check_features(x, "x", self.dim, self.ndim))
 
     def _run(self, x: "torch.Tensor") -> "torch.Tensor":
@@ -1397,7 +1397,7 @@ def rollout(model: Callable, u0: "torch.Tensor", steps: int, *, grad: bool = Fal
 
     Returns
     -------
-    torch.Tensor, shape (steps, *u0.shape)
+    torch.Tensor, shape ``(steps, *u0.shape)``
         The predicted states ``u[1] .. u[steps]``, time first.
 
     Examples
