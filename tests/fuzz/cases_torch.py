@@ -14,6 +14,9 @@ from _cases_moddit import MODDIT
 from _cases_mswt import MSWT
 from _cases_spectral import SPECTRAL
 from _cases_tokendrop import TOKENDROP
+from _cases_contrastive import CONTRASTIVE
+from _cases_dipg import DIPG
+from _cases_dyco import DYCO
 
 
 def _llep_module():
@@ -133,4 +136,7 @@ CASES = {c.name: c for c in [
     *MODDIT,
     *MSWT,
     *SPECTRAL,
+    *CONTRASTIVE,
+    *DIPG,
+    *DYCO,
 ]}

@@ -167,7 +167,10 @@ AREAS: tuple[Area, ...] = (
         demos=(Demo("tokendrop", "numtk.torch._demo_tokendrop:run", requires=("torch",)),
                Demo("moddit", "numtk.torch._demo_moddit:run", requires=("torch",)),
                Demo("mswt", "numtk.torch._demo_mswt:run", requires=("torch",)),
-               Demo("spectral", "numtk.torch._demo_spectral:run", requires=("torch",))),
+               Demo("spectral", "numtk.torch._demo_spectral:run", requires=("torch",)),
+               Demo("contrastive", "numtk.torch._demo_contrastive:run", requires=("torch",)),
+               Demo("dipg", "numtk.torch._demo_dipg:run", requires=("torch",)),
+               Demo("dyco", "numtk.torch._demo_dyco:run", requires=("torch",))),
         compare=(
             CompareSection("tokendrop", "benchmarks._torch_tokendrop:compare",
                            help="numtk.torch.tokendrop: saved-activation bytes and step time for rho in "
@@ -179,6 +182,15 @@ AREAS: tuple[Area, ...] = (
                            help="numtk.torch.mswt: DWT/IDWT in torch against PyWavelets, forward and backward"),
             CompareSection("spectral", "benchmarks._torch_spectral:compare",
                            help="numtk.torch.spectral: the alignment losses' cost beside the denoising loss"),
+            CompareSection("contrastive", "benchmarks._torch_contrastive:compare",
+                           help="numtk.torch.contrastive: the vMF sampler against scipy.stats.vonmises_fisher "
+                                "(samples per second, moments) at d = 3, 10, 128"),
+            CompareSection("dipg", "benchmarks._torch_dipg:compare",
+                           help="numtk.torch.dipg: the screened top-k against the full top-k by active-set "
+                                "fraction"),
+            CompareSection("dyco", "benchmarks._torch_dyco:compare",
+                           help="numtk.datasets.rml2016_like windows per second on one core; DyCo-CL's training "
+                                "step beside plain SimCLR"),
         ),
     ),
 )

@@ -25,6 +25,9 @@ Modules
    moddit     -- MOD-DiT: predicted block-sparse attention from fitted line features of block maps.
    mswt       -- multi-scale wavelet transformers: differentiable DWT/IDWT, wavelet down/up and attention.
    spectral   -- spectral representation alignment for diffusion training (and REPA's projection loss).
+   contrastive -- contrastive identifiability: vMF conditionals, InfoNCE and its support correction, R2 and MCC.
+   dipg       -- DiP-G: discrete graph prompts learned through a perturbed top-k and the I-MLE estimator.
+   dyco       -- DyCo-CL: virtual adversarial views, a 1-D shifted-window signal transformer, cumulant features.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import importlib
 from typing import Any
 
 # The bridge's public modules; each is imported (with torch) on first access.
-submodules = ["llep", "puzzle", "tokendrop", "moddit", "mswt", "spectral"]
+submodules = ["llep", "puzzle", "tokendrop", "moddit", "mswt", "spectral", "contrastive", "dipg", "dyco"]
 
 __all__ = list(submodules)
 

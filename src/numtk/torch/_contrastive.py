@@ -1,0 +1,1 @@
+"""numtk.torch.contrastive (placeholder: filled by issue 23)."""

@@ -1,0 +1,1 @@
+"""Demo of numtk.torch.contrastive (placeholder: filled by issue 23)."""

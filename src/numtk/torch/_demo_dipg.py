@@ -1,0 +1,1 @@
+"""Demo of numtk.torch.dipg (placeholder: filled by issue 23)."""

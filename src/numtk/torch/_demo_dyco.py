@@ -1,0 +1,1 @@
+"""Demo of numtk.torch.dyco (placeholder: filled by issue 23)."""

@@ -1,0 +1,1 @@
+"""numtk.torch.dipg (placeholder: filled by issue 23)."""

@@ -1,0 +1,1 @@
+"""numtk.torch.dyco (placeholder: filled by issue 23)."""

@@ -1,0 +1,2 @@
+"""numtk.torch.contrastive (placeholder: filled by issue 23)."""
+from numtk.torch import _common  # noqa: F401
