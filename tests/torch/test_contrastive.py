@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from numtk.torch.contrastive import cap_support_mask, info_nce, support_corrected_info_nce
+from numtk.torch.contrastive import (cap_support_mask, info_nce, invertible_mlp, linear_r2, mcc, orthogonal_r2,
+                                     sample_restricted_vmf, sample_vmf, support_corrected_info_nce)
 
 F64 = torch.float64
 
@@ -195,3 +196,245 @@ def test_support_corrected_validation():
         support_corrected_info_nce(h, h, torch.ones(4, 4, dtype=torch.bool), correction="drop")
     with pytest.raises(ValueError, match="`off_support_weight`"):
         support_corrected_info_nce(h, h, torch.ones(4, 4, dtype=torch.bool), off_support_weight=2.0)
+
+
+# --------------------------------------------------------------------------------------------------
+# the vMF sampler
+# --------------------------------------------------------------------------------------------------
+def bessel_ratio(d, kappa):
+    from scipy.special import ive
+
+    return float(ive(d / 2, kappa) / ive(d / 2 - 1, kappa))
+
+
+def test_bessel_ratio_values():
+    assert bessel_ratio(3, 5.0) == pytest.approx(0.80009, abs=1e-5)
+    assert bessel_ratio(10, 20.0) == pytest.approx(0.79552, abs=1e-5)
+
+
+@pytest.mark.parametrize("d,kappa,n", [(3, 5.0, 40000), (10, 20.0, 40000), (128, 1e4, 20000), (2, 3.0, 40000),
+                                       (2, 1e6, 20000), (64, 0.5, 20000)])
+def test_vmf_mean_resultant_against_bessel_ratio(d, kappa, n):
+    mu = torch.randn(d, generator=gen(d), dtype=F64)
+    x = sample_vmf(mu, kappa, n, rng=d + 1)
+    assert x.shape == (n, d) and x.dtype == F64
+    assert bool(torch.isfinite(x).all())
+    np.testing.assert_allclose(torch.linalg.vector_norm(x, dim=1).numpy(), 1.0, atol=1e-14)
+    c = x @ (mu / mu.norm())
+    se = float(c.std()) / math.sqrt(n)
+    assert abs(float(c.mean()) - bessel_ratio(d, kappa)) < 3 * se
+
+
+def test_vmf_large_kappa_large_d_has_no_overflow_and_the_right_spread():
+    mu = torch.zeros(128, dtype=F64)
+    mu[5] = 1.0
+    x = sample_vmf(mu, 1e12, 2000, rng=0)
+    one_minus = 1.0 - x[:, 5]
+    # 1 - W has mean (d - 1) / (2 kappa) to first order
+    assert float(one_minus.mean()) == pytest.approx(127 / 2e12, rel=0.05)
+    assert bool((one_minus >= 0).all())
+
+
+def test_vmf_kappa_zero_is_uniform():
+    x = sample_vmf(torch.tensor([1.0, 0.0, 0.0], dtype=F64), 0.0, 40000, rng=3)
+    # uniform on S^2: each coordinate is uniform on [-1, 1] (Archimedes): mean 0, variance 1/3
+    np.testing.assert_allclose(x.mean(0).numpy(), 0.0, atol=0.02)
+    np.testing.assert_allclose((x ** 2).mean(0).numpy(), 1 / 3, atol=0.01)
+
+
+def test_vmf_direction_and_rotation_equivariance():
+    d = 5
+    mu = torch.nn.functional.normalize(torch.randn(d, generator=gen(20), dtype=F64), dim=0)
+    x = sample_vmf(mu, 8.0, 40000, rng=4)
+    mean = x.mean(0)
+    # the mean points along mu, its length is the Bessel ratio
+    assert float(torch.dot(mean / mean.norm(), mu)) > 0.999
+    # the component orthogonal to mu is isotropic: its covariance is a multiple of (I - mu mu^T)
+    P = torch.eye(d, dtype=F64) - torch.outer(mu, mu)
+    y = x @ P
+    cov = y.T @ y / len(y)
+    scale = float(torch.trace(cov)) / (d - 1)
+    np.testing.assert_allclose(cov.numpy(), (scale * P).numpy(), atol=0.01)
+    # a rotated mean gives the rotated law: same statistics of mu^T x
+    Q, _ = torch.linalg.qr(torch.randn(d, d, generator=gen(21), dtype=F64))
+    x2 = sample_vmf(Q @ mu, 8.0, 40000, rng=5)
+    c1, c2 = (x @ mu).numpy(), (x2 @ (Q @ mu)).numpy()
+    from scipy.stats import ks_2samp
+
+    assert ks_2samp(c1, c2).pvalue > 1e-3
+
+
+def test_vmf_matches_scipy_vonmises_fisher():
+    stats = pytest.importorskip("scipy.stats")
+    if not hasattr(stats, "vonmises_fisher"):
+        pytest.skip("scipy.stats.vonmises_fisher needs SciPy >= 1.11")
+    mu = np.array([0.0, 0.6, 0.8])
+    ref = stats.vonmises_fisher(mu, 4.0).rvs(20000, random_state=np.random.default_rng(0)) @ mu
+    ours = (sample_vmf(torch.tensor(mu), 4.0, 20000, rng=1) @ torch.tensor(mu)).numpy()
+    assert stats.ks_2samp(ours, ref).pvalue > 1e-3
+
+
+def test_vmf_batched_means_dtype_and_determinism():
+    mu = torch.randn(4, 3, generator=gen(22))
+    a = sample_vmf(mu, 30.0, 7, rng=9)
+    b = sample_vmf(mu, 30.0, 7, rng=9)
+    assert a.shape == (7, 4, 3) and a.dtype == torch.float32
+    assert torch.equal(a, b)
+    cos = (a * torch.nn.functional.normalize(mu, dim=1)).sum(-1)
+    assert float(cos.mean()) > 0.9
+    assert not torch.equal(a, sample_vmf(mu, 30.0, 7, rng=10))
+    # a numpy Generator and a torch.Generator are accepted
+    sample_vmf(mu[0], 1.0, 3, rng=np.random.default_rng(0))
+    sample_vmf(mu[0], 1.0, 3, rng=gen(0))
+
+
+def test_restricted_vmf_cap_is_the_truncated_law():
+    """The cap draw is the vMF conditioned on the cap: compare with plain draws filtered to the cap."""
+    from scipy.stats import ks_2samp
+
+    d, kappa, theta = 3, 4.0, 0.5
+    z = torch.nn.functional.normalize(torch.randn(20000, d, generator=gen(23), dtype=F64), dim=1)
+    zt = sample_restricted_vmf(z, kappa, theta, rng=0)
+    c = (z * zt).sum(1)
+    assert float(c.min()) >= math.cos(theta) - 1e-15
+    mu = torch.tensor([1.0, 0.0, 0.0], dtype=F64)
+    ref = sample_vmf(mu, kappa, 80000, rng=1)[:, 0]
+    ref = ref[ref >= math.cos(theta)]
+    assert ks_2samp(c.numpy(), ref.numpy()).pvalue > 1e-3
+    # no truncation at pi: the vMF law
+    full = (z * sample_restricted_vmf(z, kappa, math.pi, rng=2)).sum(1)
+    assert abs(float(full.mean()) - bessel_ratio(d, kappa)) < 3 * float(full.std()) / math.sqrt(len(full))
+
+
+def test_restricted_vmf_tiny_cap_small_kappa():
+    z = torch.nn.functional.normalize(torch.randn(200, 3, generator=gen(24), dtype=F64), dim=1)
+    zt = sample_restricted_vmf(z, 0.0, 0.05, rng=0)      # uniform on a cap of area fraction 6e-4
+    assert float((z * zt).sum(1).min()) >= math.cos(0.05) - 1e-15
+
+
+def test_restricted_vmf_axes():
+    d = 4
+    z = torch.nn.functional.normalize(torch.randn(5000, d, generator=gen(25), dtype=F64), dim=1)
+    zt = sample_restricted_vmf(z, 20.0, math.pi, rng=0, axes=[1, 3])
+    np.testing.assert_allclose(zt[:, [0, 2]].numpy(), z[:, [0, 2]].numpy(), atol=1e-15)
+    np.testing.assert_allclose(torch.linalg.vector_norm(zt, dim=1).numpy(), 1.0, atol=1e-14)
+    # the moving part: v ~ vMF(u, kappa r^2) on the circle; E[<u, v>] = I_1(k) / I_0(k) row by row
+    zA, ztA = z[:, [1, 3]], zt[:, [1, 3]]
+    r2 = (zA ** 2).sum(1)
+    cos = (zA * ztA).sum(1) / r2
+    want = torch.tensor([bessel_ratio(2, 20.0 * float(r)) for r in r2], dtype=F64)
+    resid = cos - want
+    assert abs(float(resid.mean())) < 3 * float(resid.std()) / math.sqrt(len(resid))
+    capped = sample_restricted_vmf(z, 20.0, 0.2, rng=1, axes=[1, 3])
+    assert float((capped * z).sum(1).min()) >= math.cos(0.2) - 1e-14
+
+
+def test_sampler_validation():
+    mu = torch.tensor([1.0, 0.0])
+    with pytest.raises(ValueError, match="`kappa`"):
+        sample_vmf(mu, -1.0, 3)
+    with pytest.raises(ValueError, match="`n`"):
+        sample_vmf(mu, 1.0, 0)
+    with pytest.raises(ValueError, match="`mu` must have non-zero rows"):
+        sample_vmf(torch.zeros(3), 1.0, 3)
+    with pytest.raises(ValueError, match="`mu` must have d >= 2"):
+        sample_vmf(torch.ones(1), 1.0, 3)
+    z = torch.eye(3)
+    with pytest.raises(ValueError, match="`max_angle`"):
+        sample_restricted_vmf(z, 1.0, 0.0)
+    with pytest.raises(ValueError, match="`axes`"):
+        sample_restricted_vmf(z, 1.0, 1.0, axes=[0, 0])
+    with pytest.raises(ValueError, match="`axes`"):
+        sample_restricted_vmf(z, 1.0, 1.0, axes=[0, 5])
+    with pytest.raises(TypeError, match="`axes`"):
+        sample_restricted_vmf(z, 1.0, 1.0, axes="01")
+
+
+# --------------------------------------------------------------------------------------------------
+# the generator
+# --------------------------------------------------------------------------------------------------
+def test_invertible_mlp_is_invertible_and_frozen():
+    g = invertible_mlp(4, layers=3, rng=0, dtype=F64)
+    assert all(not p.requires_grad for p in g.parameters()) and not g.training
+    x = torch.randn(100, 4, generator=gen(26), dtype=F64)
+    y = g(x)
+    # invert layer by layer: linear solves and the leaky ReLU's inverse
+    back = y
+    for m in reversed(list(g)):
+        if isinstance(m, torch.nn.Linear):
+            back = torch.linalg.solve(m.weight, back.T).T
+        else:
+            back = torch.where(back >= 0, back, back / m.negative_slope)
+    np.testing.assert_allclose(back.numpy(), x.numpy(), atol=1e-10)
+    for m in g:
+        if isinstance(m, torch.nn.Linear):
+            assert abs(float(torch.linalg.det(m.weight))) == pytest.approx(1.0, rel=1e-10)
+            assert float(torch.linalg.cond(m.weight)) < 50
+    assert torch.equal(invertible_mlp(4, rng=0)[0].weight, invertible_mlp(4, rng=0)[0].weight)
+    assert invertible_mlp(4)[0].weight.dtype == torch.float32
+    with pytest.raises(TypeError, match="`dtype`"):
+        invertible_mlp(3, dtype=torch.int64)
+    with pytest.raises(ValueError, match="`negative_slope`"):
+        invertible_mlp(3, negative_slope=0.0)
+
+
+# --------------------------------------------------------------------------------------------------
+# metrics
+# --------------------------------------------------------------------------------------------------
+def test_linear_r2_matches_sklearn():
+    from sklearn.linear_model import LinearRegression
+    from sklearn.metrics import r2_score
+
+    z = torch.randn(300, 3, generator=gen(27), dtype=F64)
+    h = torch.tanh(z @ torch.randn(3, 4, generator=gen(28), dtype=F64)) + 0.1 * torch.randn(300, 4, generator=gen(29), dtype=F64)
+    want = r2_score(z.numpy(), LinearRegression().fit(h.numpy(), z.numpy()).predict(h.numpy()))
+    assert linear_r2(h, z) == pytest.approx(want, rel=1e-10)
+    A = torch.randn(3, 3, generator=gen(30), dtype=F64)
+    assert linear_r2(z @ A.T, z) == pytest.approx(1.0, abs=1e-12)
+
+
+def orthogonal_r2_brute(h, z):
+    """Procrustes by SVD written out, with the least-squares scale, then r2_score."""
+    from sklearn.metrics import r2_score
+
+    H, Z = h.numpy(), z.numpy()
+    Hc, Zc = H - H.mean(0), Z - Z.mean(0)
+    U, S, Vt = np.linalg.svd(Hc.T @ Zc)
+    R = U @ Vt
+    s = np.sum(S) / np.sum(Hc ** 2)          # argmin_s |s Hc R - Zc|
+    return r2_score(Z, s * Hc @ R + Z.mean(0))
+
+
+def test_orthogonal_r2():
+    z = torch.randn(400, 3, generator=gen(31), dtype=F64)
+    Q, _ = torch.linalg.qr(torch.randn(3, 3, generator=gen(32), dtype=F64))
+    assert orthogonal_r2(z @ Q.T, z) == pytest.approx(1.0, abs=1e-12)
+    assert orthogonal_r2(1e-3 * z @ Q.T + 7.0, z) == pytest.approx(1.0, abs=1e-12)      # isotropic rescaling
+    assert orthogonal_r2(1e3 * z @ Q.T, z) == pytest.approx(1.0, abs=1e-12)
+    A = torch.diag(torch.tensor([3.0, 1.0, 0.3], dtype=F64)) @ Q
+    h = z @ A.T
+    assert linear_r2(h, z) == pytest.approx(1.0, abs=1e-12)
+    assert orthogonal_r2(h, z) < 0.9
+    noisy = h + 0.3 * torch.randn(400, 3, generator=gen(33), dtype=F64)
+    assert orthogonal_r2(noisy, z) == pytest.approx(orthogonal_r2_brute(noisy, z), rel=1e-10)
+    with pytest.raises(ValueError, match="`z` must have as many columns"):
+        orthogonal_r2(z, z[:, :2])
+
+
+def test_mcc_against_brute_force_permutations():
+    z = torch.randn(200, 4, generator=gen(34), dtype=F64)
+    h = z @ torch.randn(4, 4, generator=gen(35), dtype=F64) + 0.5 * torch.randn(200, 4, generator=gen(36), dtype=F64)
+    C = np.abs(np.corrcoef(h.numpy().T, z.numpy().T)[:4, 4:])
+    best = max(np.mean([C[i, p[i]] for i in range(4)]) for p in itertools.permutations(range(4)))
+    assert mcc(h, z) == pytest.approx(best, rel=1e-12)
+    assert mcc(-3 * z[:, [3, 1, 0, 2]] + 2, z) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_metric_validation():
+    z = torch.randn(10, 3)
+    with pytest.raises(ValueError, match="`z` must have as many rows"):
+        linear_r2(z, z[:5])
+    with pytest.raises(TypeError, match="`h`"):
+        mcc(z.numpy(), z)
+    with pytest.raises(ValueError, match="`h` must be finite"):
+        orthogonal_r2(z * math.inf, z)

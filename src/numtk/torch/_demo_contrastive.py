@@ -1,1 +1,5 @@
-"""Demo of numtk.torch.contrastive (placeholder: filled by issue 23)."""
+"""Demo of numtk.torch.contrastive (in progress)."""
+
+
+def demo(*, steps=None, rng=0, progress=False):
+    raise NotImplementedError
