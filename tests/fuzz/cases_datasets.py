@@ -36,6 +36,12 @@ def _lyapunov_ks():
                                    "n_exponents": 2, "rng": 0}
 
 
+def _rml2016_like():
+    # one class, one SNR, short windows: a fast valid call
+    from numtk.datasets import rml2016_like
+    return rml2016_like, (), {"n_per_class": 2, "snr_db": [0.0], "classes": ["QPSK"], "length": 16, "rng": 0}
+
+
 CASES = {c.name: c for c in [
     Case("numtk.datasets.load_adult", _adult, {"subset": "option"}),
     # a path that does not exist is a FileNotFoundError naming it (the documented behaviour); the
@@ -47,4 +53,6 @@ CASES = {c.name: c for c in [
     # the Kuramoto-Sivashinsky branch: its own grid, step and tangent space
     Case("numtk.datasets.lyapunov_exponent[kuramoto_sivashinsky]", _lyapunov_ks,
          {"n": "count", "length": "real>0", "dt": "real>0", "n_exponents": "count", "qr_every": "count"}),
+    # classes=None is the documented default (all eleven classes)
+    Case("numtk.datasets.rml2016_like", _rml2016_like, {}, skip={"classes": ("None",)}),
 ]}

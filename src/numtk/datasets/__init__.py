@@ -7,7 +7,7 @@ Datasets (:mod:`numtk.datasets`)
 Small data shipped with numtk, with their licences and citations (``data/LICENSES.md``). The
 loaders read files inside the package: no network access, no optional dependency. The one
 exception, COMPAS, is not redistributable and is read from the user's copy. The dynamical systems
-at the end are generated on demand.
+and the radio signals at the end are generated on demand.
 
 Simulated single-cell data
 --------------------------
@@ -55,6 +55,16 @@ Generated, not shipped: ensembles of trajectories (NumPy only, vectorised over t
    lorenz96             -- Lorenz-96 trajectories, integrated by RK4.
    kuramoto_sivashinsky -- Kuramoto-Sivashinsky trajectories on a periodic domain, by ETDRK4 (Kassam-Trefethen).
    lyapunov_exponent    -- Leading Lyapunov exponents of either system by QR (Benettin) iteration.
+
+Generated signals
+-----------------
+
+Generated, not shipped: labelled I/Q windows (NumPy only, vectorised over bursts).
+
+.. autosummary::
+   :toctree: generated/
+
+   rml2016_like -- RadioML 2016.10a-like windows of 11 modulations through a fading channel, at given SNRs.
 """
 
 from numtk.datasets._single_cell import load_krumsiek11, load_toggleswitch
@@ -62,6 +72,8 @@ from numtk.datasets._benchmarks import load_gmm40
 from numtk.datasets._mixture_runs import load_olmo_ladder, load_regmix
 from numtk.datasets._tabular import load_adult, load_compas
 from numtk.datasets._dynamics import kuramoto_sivashinsky, lorenz96, lyapunov_exponent
+from numtk.datasets._radio import rml2016_like
 
 __all__ = ["load_krumsiek11", "load_toggleswitch", "load_adult", "load_compas", "load_gmm40",
-           "load_regmix", "load_olmo_ladder", "lorenz96", "kuramoto_sivashinsky", "lyapunov_exponent"]
+           "load_regmix", "load_olmo_ladder", "lorenz96", "kuramoto_sivashinsky", "lyapunov_exponent",
+           "rml2016_like"]
