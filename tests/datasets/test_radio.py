@@ -209,6 +209,15 @@ def test_am_ssb_has_a_one_sided_spectrum_and_am_dsb_a_symmetric_one():
             np.testing.assert_allclose(neg, pos, rtol=1e-6)
 
 
+def test_long_windows_are_continuous_across_the_channel_pieces():
+    # the channel works on pieces of 128 samples: no step at their seams on a smooth (AM) signal
+    res = rml2016_like(8, snr_db=[200], classes="AM-DSB", length=1000, rng=5)
+    step = np.abs(np.diff(_complex(res.X), axis=1))
+    seams = np.arange(127, 999, 128)
+    assert step[:, seams].max() < 1.5 * np.delete(step, seams, axis=1).max()
+    np.testing.assert_allclose(np.abs(_complex(res.X)).sum(axis=1), 1.0, atol=2e-6)
+
+
 # --------------------------------------------------------------------------------------------------
 # SNR conventions
 # --------------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from numtk._lib._constraints import constraints
 from numtk._lib._result import Result
@@ -56,6 +57,7 @@ _DELAY_TAPS = 8                     # taps of the fractional-delay (windowed sin
 _START = (50, 500)                  # the first window's start in a burst (inclusive)
 _WINDOWS_PER_BURST = 16
 _GRID = 64                          # samples between the grid points of the offsets' random walks
+_PIECE = 128                        # longest stretch over which the channel's gains are interpolated
 _CHUNK_SAMPLES = 1 << 19            # burst samples per vectorised chunk
 _SNR_LIMIT = 200.0                  # |snr_db| bound (dB)
 
@@ -110,16 +112,22 @@ def _constellation(name: str) -> np.ndarray:
 def _shape(symbols: np.ndarray, pulse: np.ndarray, sps: int) -> np.ndarray:
     """Polyphase pulse shaping: the full convolution of the symbols upsampled by ``sps`` (zeros
     inserted) with ``pulse``, along the last axis, as (batch, n_symbols * sps) (the tail past the
-    last symbol's slot is dropped)."""
+    last symbol's slot is dropped). One real matrix product: the windows of ``k`` consecutive symbols
+    times the ``k`` polyphase rows of the pulse."""
     k = -(-len(pulse) // sps)
     poly = np.zeros(k * sps)
     poly[:len(pulse)] = pulse
-    poly = poly.reshape(k, sps)
+    rev = poly.reshape(k, sps)[::-1]
     b, n = symbols.shape
-    out = np.zeros((b, n, sps), dtype=np.result_type(symbols.dtype, np.float64))
-    for j in range(min(k, n)):
-        out[:, j:, :] += symbols[:, :n - j, None] * poly[j]
-    return out.reshape(b, n * sps)
+    pad = np.zeros((b, n + k - 1), dtype=symbols.dtype)
+    pad[:, k - 1:] = symbols
+    if np.iscomplexobj(symbols):
+        view = pad.view(np.float64).reshape(b, n + k - 1, 2)
+        win = np.ascontiguousarray(sliding_window_view(view, k, axis=1))   # (b, n, 2, k)
+        out = np.ascontiguousarray(np.swapaxes(win @ rev, 2, 3))           # (b, n, sps, 2)
+        return out.view(complex).reshape(b, n * sps)
+    win = np.ascontiguousarray(sliding_window_view(pad, k, axis=1))       # (b, n, k)
+    return (win @ rev).reshape(b, n * sps)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -254,9 +262,9 @@ def _fading_gains(gen, b: int, t: np.ndarray) -> np.ndarray:
 
 
 def _channel_margin(n: int) -> int:
-    """Samples a burst needs past its last window's end: the delay filters and the largest possible
-    sampling-rate drift over ``n`` samples."""
-    return _DELAY_TAPS + 4 + math.ceil(_SRO_MAX / _FS * n)
+    """Samples a burst needs past its last window's end: the delay filters, the largest possible
+    sampling-rate drift over ``n`` samples and the overshoot of a window's last piece."""
+    return _DELAY_TAPS + 4 + math.ceil(_SRO_MAX / _FS * n) + _PIECE
 
 
 def _channel(x: np.ndarray, gen, starts: np.ndarray, length: int) -> np.ndarray:
@@ -264,19 +272,34 @@ def _channel(x: np.ndarray, gen, starts: np.ndarray, length: int) -> np.ndarray:
     starting at ``starts`` (batch, m): sampling-rate offset, carrier offset and phase, multipath fading.
 
     The channel is evaluated only where the windows need it (each window and the 7 samples the delay
-    filters reach past it). The offsets' random walks are drawn on a grid of ``_GRID`` samples and
-    interpolated linearly in between; the path gains and the carrier's rotation are evaluated at each
-    window's two ends and interpolated linearly across it (they move by less than 1e-2 rad over a
-    window), and the rotation is applied after the 8-tap delay filters (it moves by far less than
-    1e-3 rad over 8 samples)."""
+    filters reach past it), in pieces of at most ``_PIECE`` samples. The offsets' random walks are
+    drawn on a grid of ``_GRID`` samples and interpolated linearly in between; the path gains and the
+    carrier's rotation are evaluated at each piece's two ends and interpolated linearly across it
+    (with the recipe's parameters they turn by about 1e-2 rad over a piece), and the rotation is
+    applied after the 8-tap delay filters (it turns by far less than 1e-3 rad over 8 samples)."""
+    window = length
+    piece = min(length, _PIECE)
+    n_pieces = -(-length // piece)
+    if n_pieces > 1:  # long windows: consecutive pieces, the last one running past the window's end
+        starts = (starts[:, :, None] + piece * np.arange(n_pieces)).reshape(len(starts), -1)
+        length = piece
+    out = _channel_pieces(x, gen, starts, length)
+    return out.reshape(len(x), -1, n_pieces * piece)[:, :, :window]
+
+
+def _channel_pieces(x: np.ndarray, gen, starts: np.ndarray, length: int) -> np.ndarray:
     b, n_in = x.shape
     m = starts.shape[1]
     k_taps = _DELAY_TAPS
     n_grid = -(-n_in // _GRID) + 2
     # sampling-rate offset: the receiver's clock runs at fs (1 + sro(t) / fs); linear interpolation
     drift = _integrate(_random_walk(gen, b, n_grid, _SRO_STEP, _SRO_MAX) / _FS)
-    u = starts[:, :, None] + np.arange(length + k_taps - 1)
-    tau = u + 1.0 + _on_grid(drift, u)
+    # the drift at both ends of each window's stretch, linear in between (it moves by about 1e-5
+    # samples over a window)
+    span = length + k_taps - 1
+    ends = _on_grid(drift, np.stack([starts, starts + span], axis=2).astype(np.float64))
+    u = starts[:, :, None] + np.arange(span)
+    tau = u + 1.0 + ends[..., :1] + (ends[..., 1:] - ends[..., :1]) * (np.arange(span) / span)
     np.clip(tau, 0.0, n_in - 1.000001, out=tau)
     i0 = tau.astype(np.intp).reshape(b, -1)
     frac = tau.reshape(b, -1) - i0
@@ -289,23 +312,16 @@ def _channel(x: np.ndarray, gen, starts: np.ndarray, length: int) -> np.ndarray:
     gains = _fading_gains(gen, b, ends) * np.exp(1j * _on_grid(phase, ends))[:, None, :]
     gains = gains.reshape(b, len(_DELAYS), m, 2)
     g0, dg = gains[..., :1], gains[..., 1:] - gains[..., :1]
-    # multipath: fractional-delay filters on the real view (real taps), weighted by the gains
-    yv = y.view(np.float64).reshape(b, m, 2 * (length + k_taps - 1))
-    filt = _delay_filters()
-    base = np.zeros((b, m, length), dtype=complex)
-    slope = np.zeros((b, m, length), dtype=complex)
-    for p in range(len(_DELAYS)):
-        taps = filt[p]
-        zv = np.zeros((b, m, 2 * length))
-        for k in np.flatnonzero(taps):
-            # causal FIR: z[t] = sum_k taps[k] y[t + K - 1 - k]
-            off = 2 * (k_taps - 1 - k)
-            zv += taps[k] * yv[:, :, off:off + 2 * length]
-        z = zv.view(complex)
-        base += z * g0[:, p]
-        slope += z * dg[:, p]
-    base += slope * (np.arange(length) / length)
-    return base
+    # multipath: per window, the delay filters weighted by the path gains at the window's start (g0)
+    # and their change across it (dg) make two complex FIRs; one batched product applies both
+    taps = _delay_filters()[:, ::-1]                                     # (paths, K), reversed
+    coef = np.stack([np.einsum("pk,bpm->bmk", taps, g0[..., 0]),
+                     np.einsum("pk,bpm->bmk", taps, dg[..., 0])], axis=-1)  # (b, m, K, 2)
+    # (in single precision: the windows end as float32; this product is the channel's largest cost)
+    y = y.reshape(b, m, span).astype(np.complex64)
+    win = np.ascontiguousarray(sliding_window_view(y, k_taps, axis=2))
+    both = win @ coef.astype(np.complex64)                               # (b, m, length, 2)
+    return both[..., 0] + both[..., 1] * (np.arange(length, dtype=np.float32) / np.float32(length))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -514,28 +530,28 @@ def rml2016_like(n_per_class, *, snr_db=range(-20, 20, 2), classes=None, length=
                 win = _channel(s, gen, starts, length)
             else:
                 win = np.take_along_axis(s, (starts[:, :, None] + np.arange(length)).reshape(b, -1),
-                                         axis=1).reshape(b, m, length)
+                                         axis=1).reshape(b, m, length).astype(np.complex64)
             # noise at the window's SNR, on the windows (white: the same law as on the whole burst)
             snr_b = snrs[np.arange(b0, b1) // per_snr][:, None, None]
             if snr_convention == "true":  # against the received power over the burst's windows
-                power = np.mean(win.real ** 2 + win.imag ** 2, axis=(1, 2), keepdims=True)
+                power = np.mean(win.real ** 2 + win.imag ** 2, axis=(1, 2), keepdims=True, dtype=np.float64)
                 noise_var = power * 10.0 ** (-snr_b / 10.0)
             else:  # the original's noise voltage 10**(-snr/10) against a unit-power transmitter
                 noise_var = 10.0 ** (-snr_b / 5.0)
-            noise = gen.standard_normal((b, m, length, 2))
-            noise *= np.sqrt(noise_var / 2.0)[..., None]
-            win += noise.view(complex)[..., 0]
+            noise = gen.standard_normal((b, m, length, 2), dtype=np.float32)
+            noise *= np.sqrt(noise_var / 2.0).astype(np.float32)[..., None]
+            win += noise.view(np.complex64)[..., 0]
             l1 = np.abs(win).sum(axis=2, keepdims=True)
             win /= np.where(l1 > 0, l1, 1.0)
-            # scatter: burst b0 + i, window j -> SNR group g, draw q within the group
+            # burst b0 + i, window j -> SNR group g, draw q within the group; the kept windows, in
+            # this order, fill consecutive rows
             glob = np.arange(b0, b1)
-            g = glob // per_snr
             q = (glob % per_snr)[:, None] * m + j[None, :]
             keep = q < n_per_class
-            rows = (ci * len(snrs) + g)[:, None] * n_per_class + q
-            rows, wk = rows[keep], win[keep]
-            X[rows, 0] = wk.real
-            X[rows, 1] = wk.imag
+            wk = win[keep]
+            r0 = (ci * len(snrs) + b0 // per_snr) * n_per_class + int(q[0, 0])
+            X[r0:r0 + len(wk), 0] = wk.real
+            X[r0:r0 + len(wk), 1] = wk.imag
     return Result(X=X, y=y, snr=snr_out, classes=names,
                   metadata={"length": length, "sps": sps, "channel": channel, "snr_convention": snr_convention,
                             "n_per_class": n_per_class})
