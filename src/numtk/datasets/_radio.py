@@ -11,7 +11,9 @@ rests on GNU Radio blocks or recorded audio: the analog classes use a synthetic 
 sinc filters.
 
 Everything is vectorised over a chunk of bursts (2-D arrays, one row per burst): there is no Python
-loop per window.
+loop per window. The transmitters run over whole bursts; the channel (local: interpolation, 8-tap
+filters, slowly varying gains) and the white noise are evaluated on the windows only, the last steps
+in single precision since the windows end as float32.
 """
 
 from __future__ import annotations
