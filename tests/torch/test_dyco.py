@@ -550,7 +550,7 @@ def test_dyco_validation():
 # the demo
 # --------------------------------------------------------------------------------------------------
 def test_demo_small():
-    res = demo(steps=3, rng=0)
+    res = demo(steps=3, rng=0, batch=16, episodes=5)
     m = res.metrics
     assert set(m) >= {"dyco_1shot", "simclr_1shot", "random_1shot"}
     for key in ("dyco_1shot", "simclr_1shot", "random_1shot"):

@@ -24,14 +24,21 @@ import math
 from typing import Any, Callable
 
 from numtk._lib._constraints import constraints
-from numtk._lib._validation import check_bool, check_int, check_option, check_real
-from numtk.torch._common import check_reduction, check_tensor, reduce_loss, torch, torch_generator
+from numtk._lib._validation import check_bool, check_int, check_option, check_real, check_size
+from numtk.torch._common import (check_reduction, check_same_device, check_tensor, reduce_loss, torch,
+                                 torch_generator)
 from numtk.torch._contrastive import info_nce
 
 __all__ = ["virtual_adversarial_perturbation", "consistency_loss", "WindowAttention1D", "SignalSwin1D",
            "cumulants", "expert_features", "EXPERT_FEATURES", "HybridFusion", "DyCoCL", "prototype_accuracy"]
 
 _DIVERGENCES = ("cosine", "kl", "squared")
+#: the largest width (channels, features, heads) a module accepts, its largest window, and input length
+_MAX_WIDTH = 2**20
+_MAX_WINDOW = 2**16
+_MAX_LENGTH = 2**24
+#: the most power-iteration steps
+_MAX_POWER = 10_000
 _CONSISTENCY = ("cosine", "kl", "squared")
 
 #: the columns of :func:`expert_features`, in order
@@ -63,6 +70,24 @@ def _seeded(rng: Any):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield
+
+
+def _check_windows(x: Any, name: str = "x") -> None:
+    check_tensor(x, name, ndim=3)
+    if x.shape[1] != 2:
+        raise ValueError(f"`{name}` must have shape (B, 2, L) (I and Q rows); got {tuple(x.shape)}")
+
+
+def _check_like_module(t: "torch.Tensor", name: str, module: "torch.nn.Module") -> None:
+    """``t`` has the dtype and device of ``module``'s parameters (messages name it)."""
+    p = next(module.parameters(), None)
+    if p is None:
+        return
+    if t.dtype != p.dtype:
+        raise TypeError(f"`{name}` must have the dtype of the module's parameters, {p.dtype}; got {t.dtype} "
+                        "(convert one of them with .to())")
+    if t.device != p.device:
+        raise ValueError(f"`{name}` must be on the device of the module's parameters, {p.device}; got {t.device}")
 
 
 def _per_sample_normalize(d: "torch.Tensor") -> "torch.Tensor":
@@ -168,7 +193,7 @@ def virtual_adversarial_perturbation(model: Callable, x: "torch.Tensor", *, eps:
         raise ValueError(f"`x` must be a batch (B, ...) with B >= 1; got shape {tuple(x.shape)}")
     eps = check_real(eps, "eps", low=0.0)
     xi = check_real(xi, "xi", low=0.0, low_open=True)
-    n_power = check_int(n_power, "n_power", minimum=0)
+    n_power = check_int(n_power, "n_power", minimum=0, maximum=_MAX_POWER)
     divergence = check_option(divergence, "divergence", _DIVERGENCES)
     relative = check_bool(relative, "relative")
     tau = check_real(tau, "tau", low=0.0, low_open=True)
@@ -195,7 +220,11 @@ def virtual_adversarial_perturbation(model: Callable, x: "torch.Tensor", *, eps:
     if relative:
         norms = x.reshape(x.shape[0], -1).norm(dim=1)
         scale = eps * norms.reshape((-1,) + (1,) * (x.ndim - 1))
-    return (scale * d).detach()
+    r = (scale * d).detach()
+    if not bool(torch.isfinite(r).all()):
+        raise ValueError(f"the perturbation is not finite in {x.dtype}: `eps` = {eps!r} or `xi` = {xi!r} "
+                         f"(with `divergence` = {divergence!r}, `tau` = {tau!r}) overflows for this `x` and `model`")
+    return r
 
 
 @constraints(z_clean="tensor", z_adv="tensor", kind="option", reduction="option", tau="real>0")
@@ -242,7 +271,10 @@ def consistency_loss(z_clean: "torch.Tensor", z_adv: "torch.Tensor", kind: str =
     kind = check_option(kind, "kind", _CONSISTENCY)
     check_reduction(reduction)
     tau = check_real(tau, "tau", low=0.0, low_open=True)
-    return reduce_loss(_divergence(z_clean.detach(), z_adv, kind, tau), reduction)
+    per = _divergence(z_clean.detach(), z_adv, kind, tau)
+    if kind == "kl" and per.numel() and not bool(torch.isfinite(per.detach()).all()):
+        raise ValueError(f"the KL consistency overflows in {z_adv.dtype} with `tau` = {tau!r}")
+    return reduce_loss(per, reduction)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -288,10 +320,11 @@ class WindowAttention1D(torch.nn.Module):
     def __init__(self, dim: int, num_heads: int, window: int = 8, shift: int = 0, *, mask: bool = True,
                  qkv_bias: bool = True, rng: Any = None):
         super().__init__()
-        dim = check_int(dim, "dim", minimum=1)
-        num_heads = check_int(num_heads, "num_heads", minimum=1)
-        window = check_int(window, "window", minimum=1)
+        dim = check_int(dim, "dim", minimum=1, maximum=_MAX_WIDTH)
+        num_heads = check_int(num_heads, "num_heads", minimum=1, maximum=_MAX_WIDTH)
+        window = check_int(window, "window", minimum=1, maximum=_MAX_WINDOW)
         shift = check_int(shift, "shift", minimum=0)
+        check_size(4 * dim * dim + 4 * dim, 4.0, "dim")
         if dim % num_heads:
             raise ValueError(f"`dim` must be a multiple of `num_heads` ({num_heads}); got {dim}")
         if shift >= window:
@@ -312,7 +345,7 @@ class WindowAttention1D(torch.nn.Module):
         return (f"dim={self.dim}, num_heads={self.num_heads}, window={self.window}, shift={self.shift}, "
                 f"mask={self.mask}")
 
-    def attention_mask(self, n: int, *, device: Any = None, dtype: Any = None) -> "torch.Tensor":
+    def _attention_mask(self, n: int, *, device: Any = None, dtype: Any = None) -> "torch.Tensor":
         """The additive mask (n // window, window, window) of the rolled windows: 0 where a pair may attend,
         -inf where it wrapped around (all zeros without shift or ``mask``)."""
         w, s = self.window, self.shift
@@ -326,9 +359,11 @@ class WindowAttention1D(torch.nn.Module):
             out.masked_fill_(label[:, :, None] != label[:, None, :], float("-inf"))
         return out
 
+    @constraints(x="tensor")
     def forward(self, x: "torch.Tensor") -> "torch.Tensor":
         """(B, N, dim) -> (B, N, dim); N a multiple of ``window``."""
         check_tensor(x, "x", ndim=3)
+        _check_like_module(x, "x", self)
         B, N, C = x.shape
         if C != self.dim:
             raise ValueError(f"`x` must have {self.dim} channels (last axis); got {C}")
@@ -344,7 +379,7 @@ class WindowAttention1D(torch.nn.Module):
         bias = self.relative_bias[self.relative_index].permute(2, 0, 1)               # h, w, w
         scores = scores + bias.to(scores.dtype)
         if self.shift and self.mask:
-            scores = scores + self.attention_mask(N, device=x.device, dtype=scores.dtype)[None, :, None]
+            scores = scores + self._attention_mask(N, device=x.device, dtype=scores.dtype)[None, :, None]
         out = torch.softmax(scores, dim=-1) @ v                                      # B, nw, h, w, dh
         out = self.proj(out.permute(0, 1, 3, 2, 4).reshape(B, N, C))
         if self.shift:
@@ -428,10 +463,10 @@ class SignalSwin1D(torch.nn.Module):
                  depths: Any = (2, 2), heads: Any = (4, 8), window: int = 8, *, mlp_ratio: float = 2.0,
                  rng: Any = None):
         super().__init__()
-        in_ch = check_int(in_ch, "in_ch", minimum=1)
-        length = check_int(length, "length", minimum=1)
-        patch = check_int(patch, "patch", minimum=1)
-        window = check_int(window, "window", minimum=1)
+        in_ch = check_int(in_ch, "in_ch", minimum=1, maximum=_MAX_WIDTH)
+        length = check_int(length, "length", minimum=1, maximum=_MAX_LENGTH)
+        patch = check_int(patch, "patch", minimum=1, maximum=_MAX_LENGTH)
+        window = check_int(window, "window", minimum=1, maximum=_MAX_WINDOW)
         mlp_ratio = check_real(mlp_ratio, "mlp_ratio", low=0.0, low_open=True)
         seqs = {}
         for name, value in (("dims", dims), ("depths", depths), ("heads", heads)):
@@ -441,7 +476,8 @@ class SignalSwin1D(torch.nn.Module):
                 raise TypeError(f"`{name}` must be a sequence of ints; got {type(value).__name__}") from None
             if not seqs[name]:
                 raise ValueError(f"`{name}` must not be empty")
-            seqs[name] = tuple(check_int(v, name, minimum=1 if name != "depths" else 0) for v in seqs[name])
+            seqs[name] = tuple(check_int(v, name, minimum=1 if name != "depths" else 0,
+                                         maximum=_MAX_WIDTH if name != "depths" else 1024) for v in seqs[name])
         dims, depths, heads = seqs["dims"], seqs["depths"], seqs["heads"]
         if not len(dims) == len(depths) == len(heads):
             raise ValueError(f"`dims`, `depths` and `heads` must have one entry per stage; got lengths "
@@ -449,6 +485,10 @@ class SignalSwin1D(torch.nn.Module):
         if length % patch:
             raise ValueError(f"`length` must be a multiple of `patch` ({patch}); got {length}")
         n = length // patch
+        if mlp_ratio * max(dims) > _MAX_WIDTH:
+            raise ValueError(f"`mlp_ratio` = {mlp_ratio!r} makes an MLP wider than {_MAX_WIDTH} for `dims` {dims}")
+        check_size(sum(d * (in_ch * patch + 2) + b * (4 + 2 * mlp_ratio) * d * d for d, b in zip(dims, depths)),
+                   4.0, "dims")
         self.in_ch, self.length, self.patch = in_ch, length, patch
         self.embed_dim = dims[-1]
         with _seeded(rng):
@@ -472,9 +512,11 @@ class SignalSwin1D(torch.nn.Module):
                     n //= 2
             self.norm = torch.nn.LayerNorm(dims[-1])
 
+    @constraints(x="tensor")
     def tokens(self, x: "torch.Tensor") -> "torch.Tensor":
         """The last stage's tokens, (B, N_last, dims[-1]), after the final LayerNorm."""
         check_tensor(x, "x", shape=(None, self.in_ch, self.length))
+        _check_like_module(x, "x", self)
         t = self.embed(x).transpose(1, 2)
         for s, stage in enumerate(self.stages):
             t = stage(t)
@@ -482,6 +524,7 @@ class SignalSwin1D(torch.nn.Module):
                 t = self.merges[s](t)
         return self.norm(t)
 
+    @constraints(x="tensor")
     def forward(self, x: "torch.Tensor") -> "torch.Tensor":
         """(B, in_ch, length) -> (B, dims[-1]): the mean of :meth:`tokens`."""
         return self.tokens(x).mean(1)
@@ -658,18 +701,24 @@ class HybridFusion(torch.nn.Module):
 
     def __init__(self, dim: int, feat_dim: int, *, feature_norm: bool = True, rng: Any = None):
         super().__init__()
-        self.dim = check_int(dim, "dim", minimum=1)
-        self.feat_dim = check_int(feat_dim, "feat_dim", minimum=1)
+        self.dim = check_int(dim, "dim", minimum=1, maximum=_MAX_WIDTH)
+        self.feat_dim = check_int(feat_dim, "feat_dim", minimum=1, maximum=_MAX_WIDTH)
+        check_size(self.dim * (2 * self.feat_dim + self.dim + 2), 4.0, "dim" if self.dim >= self.feat_dim else "feat_dim")
         feature_norm = check_bool(feature_norm, "feature_norm")
         with _seeded(rng):
             self.norm = torch.nn.LayerNorm(self.feat_dim) if feature_norm else torch.nn.Identity()
             self.feature = torch.nn.Linear(self.feat_dim, self.dim)
             self.gate = torch.nn.Linear(self.dim + self.feat_dim, self.dim)
 
+    @constraints(h="tensor", phi="tensor")
     def forward(self, h: "torch.Tensor", phi: "torch.Tensor") -> "torch.Tensor":
         """(B, dim), (B, feat_dim) -> (B, dim)."""
         check_tensor(h, "h", shape=(None, self.dim))
-        check_tensor(phi, "phi", shape=(h.shape[0], self.feat_dim))
+        check_tensor(phi, "phi", shape=(None, self.feat_dim))
+        if phi.shape[0] != h.shape[0]:
+            raise ValueError(f"`phi` must have one row per row of `h` ({h.shape[0]}); got {phi.shape[0]}")
+        _check_like_module(h, "h", self)
+        _check_like_module(phi, "phi", self)
         phi = self.norm(phi)
         g = torch.sigmoid(self.gate(torch.cat([h, phi], dim=1)))
         return g * h + (1.0 - g) * self.feature(phi)
@@ -745,26 +794,28 @@ class DyCoCL(torch.nn.Module):
         self.lam_cons = check_real(lam_cons, "lam_cons", low=0.0)
         self.eps = check_real(eps, "eps", low=0.0)
         self.xi = check_real(xi, "xi", low=0.0, low_open=True)
-        self.n_power = check_int(n_power, "n_power", minimum=0)
+        self.n_power = check_int(n_power, "n_power", minimum=0, maximum=_MAX_POWER)
         self.divergence = check_option(divergence, "divergence", _DIVERGENCES)
         self.relative = check_bool(relative, "relative")
         self.consistency = check_option(consistency, "consistency", _CONSISTENCY)
         self.phase = check_bool(phase, "phase")
-        self.max_shift = None if max_shift is None else check_int(max_shift, "max_shift", minimum=0)
+        self.max_shift = None if max_shift is None else check_int(max_shift, "max_shift", minimum=0,
+                                                                   maximum=_MAX_LENGTH)
         self.cfo = check_real(cfo, "cfo", low=0.0, high=0.5)
         self.noise = check_real(noise, "noise", low=0.0)
 
+    @constraints(x="tensor")
     def forward(self, x: "torch.Tensor") -> "torch.Tensor":
-        """projector(encoder(x)): the embedding the loss compares."""
+        """projector(encoder(x)) of (B, 2, L) windows: the embedding the loss compares."""
+        _check_windows(x)
         return self.projector(self.encoder(x))
 
+    @constraints(x="tensor", rng="rng")
     def augment(self, x: "torch.Tensor", *, rng: Any = None) -> "torch.Tensor":
         """One random view of each (B, 2, L) window: phase rotation, circular shift, CFO, AWGN (in this
         order, each as the constructor says). Pass one torch.Generator to successive calls to draw
         successive views."""
-        check_tensor(x, "x", ndim=3)
-        if x.shape[1] != 2:
-            raise ValueError(f"`x` must have shape (B, 2, L) (I and Q rows); got {tuple(x.shape)}")
+        _check_windows(x)
         gen = torch_generator(rng, device=x.device)
         B, _, L = x.shape
         kw = dict(generator=gen, device=x.device, dtype=x.dtype)
@@ -789,11 +840,12 @@ class DyCoCL(torch.nn.Module):
             out = out + self.noise * rms / math.sqrt(2.0) * torch.randn(out.shape, **kw)
         return out
 
+    @constraints(x="tensor", rng="rng", parts="bool")
     def loss(self, x: "torch.Tensor", *, rng: Any = None, parts: bool = False) -> Any:
         """The DyCo-CL loss of a batch x (B, 2, L), B >= 2, differentiable in the encoder's and projector's
         parameters. ``rng`` draws the two views (in this order) and then the perturbation's initial direction.
         With ``parts``, returns ``(loss, {'nce': ..., 'cons': ...})`` (detached floats in the dict)."""
-        check_tensor(x, "x", ndim=3)
+        _check_windows(x)
         if x.shape[0] < 2:
             raise ValueError(f"`x` needs a batch of at least 2 windows (negatives are the others); got {x.shape[0]}")
         parts = check_bool(parts, "parts")
@@ -814,6 +866,9 @@ class DyCoCL(torch.nn.Module):
                 z_clean = self(v2) if self.eps > 0 else z2.detach()
             cons = consistency_loss(z_clean, z2, self.consistency)
         total = nce + self.lam_cons * cons
+        if not bool(torch.isfinite(total.detach())):
+            raise ValueError(f"the loss is not finite for this `x` (tau = {self.tau!r}, noise = {self.noise!r}, "
+                             f"eps = {self.eps!r}); check the windows' scale and the settings")
         if parts:
             return total, {"nce": float(nce.detach()), "cons": float(cons.detach())}
         return total
@@ -838,6 +893,7 @@ def prototype_accuracy(train_z: "torch.Tensor", train_y: "torch.Tensor", test_z:
     train_y : torch.Tensor, shape (n,)
         Their integer labels.
     test_z : torch.Tensor, shape (m, D)
+        Query embeddings, m >= 1.
     test_y : torch.Tensor, shape (m,)
     normalize : bool, default True
         Normalise the support embeddings before averaging.
@@ -845,7 +901,7 @@ def prototype_accuracy(train_z: "torch.Tensor", train_y: "torch.Tensor", test_z:
     Returns
     -------
     float
-        The fraction of test embeddings classified correctly (NaN for m = 0).
+        The fraction of test embeddings classified correctly.
 
     Examples
     --------
@@ -857,21 +913,29 @@ def prototype_accuracy(train_z: "torch.Tensor", train_y: "torch.Tensor", test_z:
     0.6666666666666666
     """
     check_tensor(train_z, "train_z", ndim=2)
-    check_tensor(train_y, "train_y", shape=(train_z.shape[0],), dtype="integer")
-    check_tensor(test_z, "test_z", shape=(None, train_z.shape[1]))
-    check_tensor(test_y, "test_y", shape=(test_z.shape[0],), dtype="integer")
+    check_tensor(train_y, "train_y", ndim=1, dtype="integer")
+    check_tensor(test_z, "test_z", ndim=2)
+    check_tensor(test_y, "test_y", ndim=1, dtype="integer")
     if train_z.shape[0] < 1:
         raise ValueError("`train_z` must hold at least one support embedding")
+    if test_z.shape[0] < 1:
+        raise ValueError("`test_z` must hold at least one query embedding")
+    if train_y.shape[0] != train_z.shape[0]:
+        raise ValueError(f"`train_y` must hold one label per row of `train_z` ({train_z.shape[0]}); got "
+                         f"{train_y.shape[0]}")
+    if test_y.shape[0] != test_z.shape[0]:
+        raise ValueError(f"`test_y` must hold one label per row of `test_z` ({test_z.shape[0]}); got "
+                         f"{test_y.shape[0]}")
+    if test_z.shape[1] != train_z.shape[1]:
+        raise ValueError(f"`test_z` must have the {train_z.shape[1]} columns of `train_z`; got {test_z.shape[1]}")
+    check_same_device(train_z=train_z, train_y=train_y, test_z=test_z, test_y=test_y)
     normalize = check_bool(normalize, "normalize")
-    if test_z.shape[0] == 0:
-        return math.nan
     classes, inverse = torch.unique(train_y, return_inverse=True)
     zs = train_z.to(test_z.dtype)
     if normalize:
         zs = torch.nn.functional.normalize(zs, dim=1)
-    proto = torch.zeros(len(classes), zs.shape[1], dtype=zs.dtype, device=zs.device)
-    proto.index_add_(0, inverse, zs)
-    proto = proto / torch.bincount(inverse, minlength=len(classes)).to(zs.dtype)[:, None]
+    member = (inverse[None, :] == torch.arange(len(classes), device=zs.device)[:, None]).to(zs.dtype)
+    proto = (member @ zs) / member.sum(1, keepdim=True)
     sim = torch.nn.functional.normalize(test_z, dim=1) @ torch.nn.functional.normalize(proto, dim=1).T
     pred = classes[sim.argmax(1)]
     return float((pred == test_y.to(pred.device)).double().mean())
