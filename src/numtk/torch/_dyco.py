@@ -198,9 +198,15 @@ def virtual_adversarial_perturbation(model: Callable, x: "torch.Tensor", *, eps:
     relative = check_bool(relative, "relative")
     tau = check_real(tau, "tau", low=0.0, low_open=True)
     gen = torch_generator(rng, device=x.device)
+    return _perturbation(model, x, eps, xi, n_power, divergence, relative, tau, gen)[0]
+
+
+def _perturbation(model, x, eps, xi, n_power, divergence, relative, tau, gen) -> tuple:
+    """(r_adv, the clean output z0 or None where it was not computed); arguments checked by the caller."""
     x = x.detach()
+    z0 = None
     if eps == 0.0:
-        return torch.zeros_like(x)
+        return torch.zeros_like(x), z0
     d = _per_sample_normalize(torch.randn(x.shape, generator=gen, device=x.device, dtype=x.dtype))
     if n_power:
         with torch.no_grad():
@@ -224,7 +230,7 @@ def virtual_adversarial_perturbation(model: Callable, x: "torch.Tensor", *, eps:
     if not bool(torch.isfinite(r).all()):
         raise ValueError(f"the perturbation is not finite in {x.dtype}: `eps` = {eps!r} or `xi` = {xi!r} "
                          f"(with `divergence` = {divergence!r}, `tau` = {tau!r}) overflows for this `x` and `model`")
-    return r
+    return r, z0
 
 
 @constraints(z_clean="tensor", z_adv="tensor", kind="option", reduction="option", tau="real>0")
@@ -852,9 +858,11 @@ class DyCoCL(torch.nn.Module):
         gen = torch_generator(rng, device=x.device)
         v1 = self.augment(x, rng=gen)
         v2 = self.augment(x, rng=gen)
+        z_clean = None
         if self.eps > 0:
-            r = virtual_adversarial_perturbation(self, v2, eps=self.eps, xi=self.xi, n_power=self.n_power,
-                                                 divergence=self.divergence, relative=self.relative, rng=gen)
+            # the perturbation's clean forward (no graph) is also the consistency target
+            r, z_clean = _perturbation(self, v2, self.eps, self.xi, self.n_power, self.divergence, self.relative,
+                                       1.0, gen)
             v2_adv = v2 + r
         else:
             v2_adv = v2
@@ -862,8 +870,9 @@ class DyCoCL(torch.nn.Module):
         nce = info_nce(z1, z2, tau=self.tau, symmetric=True, same_view_negatives=True)
         cons = torch.zeros((), dtype=nce.dtype, device=nce.device)
         if self.lam_cons > 0:
-            with torch.no_grad():
-                z_clean = self(v2) if self.eps > 0 else z2.detach()
+            if z_clean is None:
+                with torch.no_grad():
+                    z_clean = self(v2) if self.eps > 0 else z2.detach()
             cons = consistency_loss(z_clean, z2, self.consistency)
         total = nce + self.lam_cons * cons
         if not bool(torch.isfinite(total.detach())):
