@@ -1,9 +1,263 @@
-"""Demo of numtk.torch.dipg (in progress)."""
+"""Demo of numtk.torch.dipg: hard discrete prompts against a continuous prompt discretised at test time.
+
+The data is a planted graph, generated here: one ego network per target node. The target (class ``y``, a weak
+class signal in its features) is joined to two first-hop "hubs" without signal; each hub has four leaves; of
+the eight leaves exactly ``k = 3``, the planted class-mates, belong to the target's community (its class and its
+community key, a one-hot part of the features), the others to communities of other classes. Each leaf has two
+private neighbours of its own community (third hop, outside the candidates). The candidates of a target are the
+ten nodes of its 2-hop subgraph; connecting it to its three class-mates is the best prompt (the oracle row).
+
+The frozen GNN is a random, wide two-layer :class:`~numtk.torch.dipg.GCN` (256 hidden, 128 outputs): the demo
+studies the prompt, not pre-training, and a wide random GCN keeps the features' information in its embedding
+(with a narrow one, or one pre-trained for the classes alone, the community key is lost and no prompt can find
+the class-mates). Prompts, each with a trained linear head, on held-out targets:
+
+- DiP-G (:class:`~numtk.torch.dipg.DiscreteGraphPrompt`, ``mode="imle"``): hard k-sparse masks in training
+  (perturbed top-k, I-MLE gradient, ``lam = 10`` on the summed cross-entropy) and ``topk(theta)`` at test;
+- a continuous prompt in the style of GraphTOP (``mode="gumbel_sigmoid"``): soft weights on every candidate in
+  training, the temperature annealed linearly 0.97 -> 0.03, GraphTOP's entropy (2) and sparsity (10) terms with
+  the sparsity pulling the share of edges to ``k / M``, and the same hard ``topk(theta)`` at test;
+- no prompt (the frozen GCN and a trained head) and the oracle prompt (the planted class-mates).
+
+Metrics: test accuracy and the recall of planted class-mates among the k chosen nodes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from numtk._lib import Result
+from numtk._lib._constraints import constraints
+from numtk._lib._rng import normalize_rng
+from numtk._lib._validation import check_bool, check_int
+from numtk.torch._common import torch, torch_threads
+from numtk.torch._dipg import GCN, DiscreteGraphPrompt
+
+__all__ = ["demo", "run"]
+
+#: the default settings, and the quick ones of the tour
+_DEFAULT = dict(steps=200, n_ego=240)
+_QUICK = dict(steps=100, n_ego=160)
 
 
-def demo(*, steps=None, rng=0, progress=False):
-    raise NotImplementedError
+def _planted(n_ego: int, C: int, k: int, hubs: int, leaves: int, signal: float, target_signal: float,
+             key: float, noise: float, gen: np.random.Generator):
+    """Ego networks with planted class-mates in the target's community.
+
+    Node features are ``[class part | community part]`` (C + 2C dims) plus noise. Per ego network: a target of
+    class ``y`` (class signal ``target_signal``, weak), ``hubs`` first-hop nodes without signal (label -1),
+    ``leaves`` second-hop nodes per hub of which exactly ``k``, the planted class-mates, belong to the target's
+    community (its class and its random community key) and the others to communities of their own (another
+    class, another key); each leaf has two private neighbours of its community (third hop: outside the
+    candidates). Returns x, edges (both directions), labels, targets and the planted class-mates per target.
+    """
+    labels, feats, src, dst, planted, targets = [], [], [], [], [], []
+    d_key = 2 * C
+
+    def new(label, s, kv):
+        cls = np.zeros(C)
+        if label >= 0:
+            cls[label] = s
+        labels.append(label)
+        feats.append(np.concatenate([cls, kv]))
+        return len(labels) - 1
+
+    def community_key(avoid=None):
+        j = int(gen.integers(d_key - (avoid is not None)))
+        if avoid is not None and j >= int(np.argmax(avoid)):
+            j += 1
+        return key * np.eye(d_key)[j]
+
+    for _ in range(n_ego):
+        y = int(gen.integers(C))
+        kt = community_key()
+        t = new(y, target_signal, kt)
+        targets.append(t)
+        others = [c for c in range(C) if c != y]
+        hub_ids = [new(-1, 0.0, np.zeros(d_key)) for _ in range(hubs)]
+        for h in hub_ids:
+            src.append(t)
+            dst.append(h)
+        n_leaves = hubs * leaves
+        mates = set(gen.choice(n_leaves, size=k, replace=False).tolist())
+        mate_ids = []
+        for j in range(n_leaves):
+            c, kv = (y, kt) if j in mates else (int(gen.choice(others)), community_key(kt))
+            v = new(c, signal, kv)
+            src.append(hub_ids[j // leaves])
+            dst.append(v)
+            if j in mates:
+                mate_ids.append(v)
+            for _ in range(2):
+                src.append(v)
+                dst.append(new(c, signal, kv))
+        planted.append(mate_ids)
+    x = np.array(feats) + noise * gen.standard_normal((len(labels), C + d_key))
+    return x, np.array([src + dst, dst + src]), np.array(labels), np.array(targets), np.array(planted)
 
 
-def run(*, quick=True, out=print, plot=None):
-    raise NotImplementedError
+def _train_prompt(model, x, edges, tr, ytr, steps, seed, lr, continuous):
+    """Adam on the score MLP and the head. DiP-G: summed cross-entropy (the I-MLE target moves by ``lam`` times
+    each target's own gradient). Continuous: GraphTOP's loss, mean cross-entropy plus the entropy (2) and
+    sparsity (10) terms, the sparsity pulling the expected share of edges to ``k / M`` (GraphTOP: 1/2), and the
+    Gumbel-sigmoid temperature annealed linearly from 0.97 to 0.03."""
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+    g = torch.Generator().manual_seed(seed)
+    h = model.embed(x, edges)
+    losses = []
+    model.train()
+    for step in range(steps):
+        opt.zero_grad()
+        if continuous:
+            model.temperature = 0.97 * (1 - step / steps) + 0.03
+        logits = model(x, edges, tr, rng=g, embeddings=h)
+        if continuous:
+            loss = torch.nn.functional.cross_entropy(logits, ytr)
+            theta = model.last_scores
+            valid = torch.isfinite(theta)
+            p = torch.sigmoid(torch.where(valid, theta, torch.zeros_like(theta)))
+            ent = -(p * torch.log(p + 1e-10) + (1 - p) * torch.log(1 - p + 1e-10))
+            count = valid.sum(1)
+            share = (p * valid).sum(1) / count
+            loss = (loss + 2.0 * (ent * valid).sum() / valid.sum()
+                    + 10.0 * ((share - model.k / count) ** 2).mean())
+            report = float(loss.detach())
+        else:
+            loss = torch.nn.functional.cross_entropy(logits, ytr, reduction="sum")
+            report = float(loss.detach()) / len(tr)
+        loss.backward()
+        opt.step()
+        losses.append(report)
+    return losses
+
+
+def _evaluate(model, x, edges, te, yte, planted_te):
+    model.eval()
+    with torch.no_grad():
+        acc = float((model(x, edges, te).argmax(1) == yte).double().mean())
+        sel = model.selected_nodes(x, edges, te).numpy()
+    k = planted_te.shape[1]
+    recall = float(np.mean([len(set(s.tolist()) & set(p.tolist())) / k for s, p in zip(sel, planted_te)]))
+    return acc, recall
+
+
+def _check_steps(steps: Any) -> int | None:
+    return None if steps is None else check_int(steps, "steps", minimum=1)
+
+
+@constraints(steps=("count", "option"), rng="rng", progress="bool", n_ego=("count", "option"))
+def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any = None) -> Result:
+    """DiP-G against a GraphTOP-style continuous prompt on a planted graph (see the module docstring).
+
+    Parameters
+    ----------
+    steps : int, optional
+        Training steps of each prompt (default 200; the tour's quick run: 100 on 160 ego networks).
+    rng : None, int or numpy.random.Generator
+        The graph, the pre-training and the prompts' initialisation and noise.
+    progress : bool
+        Print one line per prompt.
+    n_ego : int, optional
+        Ego networks (half train, half test targets; default 240).
+
+    Returns
+    -------
+    Result
+        ``metrics`` (per prompt ``"dipg"``, ``"continuous"``, ``"none"``, ``"oracle"``: ``accuracy`` and, for the
+        learned prompts, ``recall`` of planted class-mates and ``train_time``; also ``k``, ``candidates`` per
+        target and ``n_test``),
+        ``history`` (``"dipg"`` and ``"continuous"``: the training losses per step) and ``wall_time`` (s).
+    """
+    steps = _check_steps(steps) or _DEFAULT["steps"]
+    n_ego = _DEFAULT["n_ego"] if n_ego is None else check_int(n_ego, "n_ego", minimum=4)
+    progress = check_bool(progress, "progress")
+    gen = normalize_rng(rng)
+    start = time.perf_counter()
+    C, k = 4, 3
+    seeds = gen.integers(0, 2**31 - 1, size=4)
+    out: dict[str, Any] = {}
+    history: dict[str, list] = {}
+    with torch_threads(1):
+        x, e, y, targets, planted = _planted(n_ego, C, k, 2, 4, 1.0, 0.35, 3.0, 0.5, gen)
+        x, edges, y = torch.tensor(x, dtype=torch.float32), torch.tensor(e), torch.tensor(y)
+        # the frozen GNN: a random GCN, wide enough that its embedding keeps the features' information
+        torch.manual_seed(int(seeds[0]))
+        gnn = GCN(x.shape[1], 256, 128)
+        half = n_ego // 2
+        tr, te = torch.tensor(targets[:half]), torch.tensor(targets[half:])
+        ytr, yte = y[tr], y[te]
+        # no prompt and the oracle prompt: the frozen GCN with a trained head
+        for name in ("none", "oracle"):
+            ed = edges
+            if name == "oracle":
+                add = np.array([[t, v] for t, ps in zip(targets, planted) for v in ps]).T
+                ed = torch.cat([edges, torch.tensor(add), torch.tensor(add[::-1].copy())], dim=1)
+            with torch.no_grad():
+                h = gnn(x, ed)
+            torch.manual_seed(int(seeds[1]))
+            head = torch.nn.Linear(gnn.out_dim, C)
+            opt = torch.optim.Adam(head.parameters(), lr=0.05)
+            for _ in range(200):
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(head(h[tr]), ytr).backward()
+                opt.step()
+            with torch.no_grad():
+                out[name] = {"accuracy": float((head(h[te]).argmax(1) == yte).double().mean())}
+        # the two learned prompts
+        for name, mode in (("dipg", "imle"), ("continuous", "gumbel_sigmoid")):
+            gnn.requires_grad_(False)
+            torch.manual_seed(int(seeds[2]))
+            model = DiscreteGraphPrompt(gnn, k, score_hidden=32, lam=10.0, mode=mode, num_classes=C)
+            t0 = time.perf_counter()
+            history[name] = _train_prompt(model, x, edges, tr, ytr, steps, int(seeds[3]), 0.03, mode != "imle")
+            acc, rec = _evaluate(model, x, edges, te, yte, torch.tensor(planted[half:]).numpy())
+            out[name] = {"accuracy": acc, "recall": rec, "train_time": time.perf_counter() - t0}
+            if progress:
+                print(f"{name}: accuracy {acc:.3f}, recall {rec:.3f}")
+    out["k"] = k
+    out["candidates"] = 2 + 2 * 4
+    out["n_test"] = int(len(te))
+    return Result(metrics=out, history=history, wall_time=time.perf_counter() - start)
+
+
+def run(*, quick: bool = True, out: Callable[[str], Any] = print, plot: Any = None) -> list[dict]:
+    """``python -m numtk demo dipg``: the table of :func:`demo` (quick: 100 steps on 160 ego networks; full:
+    200 steps on 240); ``plot``: the training losses and the test accuracies of the four prompts."""
+    settings = _QUICK if quick else _DEFAULT
+    res = demo(**settings, rng=0)
+    m = res.metrics
+    out(f"DiP-G on a planted graph: {m['n_test']} test targets, k = {m['k']} planted class-mates each "
+        f"({settings['steps']} steps, {res.wall_time:.1f} s)")
+    out(f"{'prompt':<34}{'accuracy':>10}{'recall':>10}")
+    labels = {"dipg": "DiP-G (hard, I-MLE)", "continuous": "continuous (Gumbel-sigmoid) + top-k",
+              "none": "no prompt", "oracle": "oracle (the planted class-mates)"}
+    rows = []
+    for key in ("dipg", "continuous", "none", "oracle"):
+        rec = m[key].get("recall", 1.0 if key == "oracle" else float("nan"))
+        out(f"{labels[key]:<34}{m[key]['accuracy']:>10.3f}{rec:>10.3f}")
+    rows.append({"area": "torch", "method": "dipg", "n": m["n_test"],
+                 "result": f"acc {m['dipg']['accuracy']:.2f}, recall {m['dipg']['recall']:.2f}",
+                 "vs anchor": f"continuous acc {m['continuous']['accuracy']:.2f}, recall "
+                              f"{m['continuous']['recall']:.2f}",
+                 "speed": f"{res.wall_time:.1f} s"})
+    if plot is not None:
+        from numtk._lib._optional import import_optional
+
+        plt = import_optional("matplotlib.pyplot", purpose="the demo's figure")
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.4))
+        for key in ("dipg", "continuous"):
+            a1.plot(res.history[key], label=labels[key])
+        a1.set_xlabel("step")
+        a1.set_ylabel("training loss")
+        a1.legend(fontsize=8)
+        keys = ["none", "continuous", "dipg", "oracle"]
+        a2.bar(range(4), [m[key]["accuracy"] for key in keys], color=["grey", "tab:orange", "tab:blue", "green"])
+        a2.set_xticks(range(4), ["none", "continuous\n+ top-k", "DiP-G", "oracle"], fontsize=8)
+        a2.set_ylabel("test accuracy")
+        fig.tight_layout()
+        fig.savefig(plot, dpi=100)
+        plt.close(fig)
+    return rows

@@ -22,7 +22,7 @@ from typing import Any
 
 from numtk._lib import Result
 from numtk._lib._constraints import constraints
-from numtk._lib._validation import check_int, check_real
+from numtk._lib._validation import check_int, check_option, check_real
 from numtk.torch._common import check_tensor, torch, torch_generator
 
 __all__ = ["topk_mask", "sum_of_gamma_noise", "imle_topk", "screened_topk", "candidate_edges", "GCN",
@@ -33,6 +33,8 @@ _MAX_ITER = 10**6
 _MAX_SAMPLES = 2**20
 #: the most nodes a graph may have (node ids are int64; tables of this length are allocated)
 _MAX_NODES = 2**31 - 1
+#: DiscreteGraphPrompt's training-time masks
+_MODES = ("imle", "sigmoid", "gumbel_sigmoid")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -609,7 +611,7 @@ def _check_gnn(gnn: Any) -> Any:
 
 
 @constraints(gnn="any", k="int>=1", score_hidden="count", lam="real>=0", num_classes="count", embed_dim="count",
-             hops="cap", n_samples="count", noise_temperature="real>=0")
+             hops="cap", n_samples="count", noise_temperature="real>=0", mode="option", temperature="real>0")
 class DiscreteGraphPrompt(torch.nn.Module):
     """DiP-G: a frozen GNN adapted by k prompt edges per target node, chosen as a hard top-k.
 
@@ -641,6 +643,22 @@ class DiscreteGraphPrompt(torch.nn.Module):
         The subgraph radius.
     n_samples, noise_temperature : int, float
         I-MLE's samples (their logits are averaged) and noise temperature.
+    mode : {"imle", "sigmoid", "gumbel_sigmoid"}
+        The training-time mask: DiP-G's hard I-MLE top-k, or, for comparison, a continuous prompt in the style
+        of GraphTOP: soft weights ``sigmoid(theta / temperature)`` on every candidate (with logistic noise for
+        ``"gumbel_sigmoid"``). Evaluation always uses the hard ``topk(theta)``, so the continuous modes show the
+        train/test mismatch DiP-G removes.
+    temperature : float
+        The sigmoid's temperature in the continuous modes (GraphTOP's 0.2; may be annealed by setting the
+        attribute between steps).
+
+    Attributes
+    ----------
+    last_mask : torch.Tensor or None
+        The mask (or soft weights) of the last forward, shape ``(S, T, M)`` (``S`` samples, ``M`` candidate
+        slots; slots past a target's candidates are padding), for regularisers.
+    last_scores : torch.Tensor or None
+        The scores ``theta`` of the last forward, shape ``(T, M)``, ``-inf`` in the padding slots.
 
     Examples
     --------
@@ -656,7 +674,8 @@ class DiscreteGraphPrompt(torch.nn.Module):
     """
 
     def __init__(self, gnn: Any, k: int, *, score_hidden: int = 64, lam: float = 10.0, num_classes: Any = None,
-                 embed_dim: Any = None, hops: int = 2, n_samples: int = 1, noise_temperature: float = 1.0) -> None:
+                 embed_dim: Any = None, hops: int = 2, n_samples: int = 1, noise_temperature: float = 1.0,
+                 mode: str = "imle", temperature: float = 0.2) -> None:
         super().__init__()
         self.gnn = _check_gnn(gnn)
         self.k = check_int(k, "k", minimum=1)
@@ -673,11 +692,14 @@ class DiscreteGraphPrompt(torch.nn.Module):
         if self.n_samples > _MAX_SAMPLES:
             raise ValueError(f"`n_samples` must be at most {_MAX_SAMPLES}; got {self.n_samples}")
         self.noise_temperature = check_real(noise_temperature, "noise_temperature", low=0.0)
+        self.mode = check_option(mode, "mode", _MODES)
+        self.temperature = check_real(temperature, "temperature", low=0.0, low_open=True)
         for p in self.gnn.parameters():
             p.requires_grad_(False)
         self.scorer = torch.nn.Sequential(torch.nn.Linear(embed_dim, score_hidden), torch.nn.ReLU(),
                                           torch.nn.Linear(score_hidden, 1))
         self.head = torch.nn.Linear(embed_dim, num_classes)
+        self.last_mask = self.last_scores = None
 
     # the batch of subgraphs ------------------------------------------------------------------------
     def _check_inputs(self, x, edges, targets):
@@ -695,7 +717,24 @@ class DiscreteGraphPrompt(torch.nn.Module):
             raise ValueError("`edges` and `targets` must be on the device of `x`")
         return x, edges, targets.long()
 
-    def _batch(self, x, edges, targets):
+    def _embeddings(self, x, embeddings):
+        if embeddings is None:
+            return None
+        check_tensor(embeddings, "embeddings", shape=(x.shape[0], self.head.in_features))
+        if embeddings.device != x.device:
+            raise ValueError(f"`embeddings` must be on the device of `x`, {x.device}; got {embeddings.device}")
+        return embeddings
+
+    @constraints(x="tensor", edges="tensor")
+    def embed(self, x: "torch.Tensor", edges: "torch.Tensor") -> "torch.Tensor":
+        """The frozen GNN's embeddings of the whole graph, ``gnn(x, edges)`` without gradients, shape ``(N, D)``:
+        pass them as ``embeddings=`` to reuse them over training steps on one graph."""
+        x = check_tensor(x, "x", ndim=2)
+        edges = _check_edges(edges, x.shape[0])
+        with torch.no_grad():
+            return self.gnn(x, edges, None)
+
+    def _batch(self, x, edges, targets, h=None):
         """Scores of the candidates (T, M) padded with -inf, and the union graph of the subgraphs."""
         n = x.shape[0]
         T = targets.numel()
@@ -717,8 +756,9 @@ class DiscreteGraphPrompt(torch.nn.Module):
         width = max(int(counts.max()) if T else 0, self.k)
         starts = torch.cumsum(counts, 0) - counts
         slot = torch.arange(cr.numel(), device=dev) - starts[cr]
-        with torch.no_grad():
-            h = self.gnn(x, edges, None)
+        if h is None:
+            with torch.no_grad():
+                h = self.gnn(x, edges, None)
         s = self.scorer(h[targets[cr]] + h[cv]).squeeze(-1)
         theta = torch.full((T, width), -math.inf, dtype=s.dtype, device=dev)
         theta = theta.index_put((cr, slot), s)
@@ -729,6 +769,13 @@ class DiscreteGraphPrompt(torch.nn.Module):
         if not self.training:
             return _topk(theta, self.k).unsqueeze(0)
         gen = torch_generator(rng, device=theta.device)
+        if self.mode != "imle":
+            logits = theta
+            if self.mode == "gumbel_sigmoid":
+                u = torch.rand(theta.shape, generator=gen, dtype=theta.dtype, device=theta.device)
+                u = u.clamp(1e-12, 1 - 1e-12)
+                logits = theta + torch.log(u) - torch.log1p(-u)
+            return torch.sigmoid(logits / self.temperature).unsqueeze(0)
         shape = (self.n_samples, *theta.shape)
         if self.noise_temperature == 0.0:
             eps = torch.zeros(shape, dtype=theta.dtype, device=theta.device)
@@ -736,9 +783,9 @@ class DiscreteGraphPrompt(torch.nn.Module):
             eps = self.noise_temperature * _gamma_sum(shape, float(self.k), 10, gen, theta.dtype, theta.device)
         return _imle(theta, self.k, self.lam, eps)
 
-    @constraints(x="tensor", edges="tensor", targets="tensor", rng="rng")
+    @constraints(x="tensor", edges="tensor", targets="tensor", rng="rng", embeddings="tensor")
     def forward(self, x: "torch.Tensor", edges: "torch.Tensor", targets: "torch.Tensor", *,
-                rng: Any = None) -> "torch.Tensor":
+                rng: Any = None, embeddings: Any = None) -> "torch.Tensor":
         """Class logits of the target nodes, shape ``(T, num_classes)``.
 
         Parameters
@@ -751,10 +798,13 @@ class DiscreteGraphPrompt(torch.nn.Module):
             int32 or int64 target node ids.
         rng : None, int, numpy.random.Generator or torch.Generator
             The I-MLE noise in training (unused in evaluation).
+        embeddings : torch.Tensor, shape ``(N, D)``, optional
+            The frozen GNN's embeddings of the graph (:meth:`embed`), computed when not given.
         """
         x, edges, targets = self._check_inputs(x, edges, targets)
-        theta, graph = self._batch(x, edges, targets)
+        theta, graph = self._batch(x, edges, targets, self._embeddings(x, embeddings))
         z = self._mask(theta, rng)
+        self.last_mask, self.last_scores = z, theta
         return self._logits(x, theta, z, graph)
 
     def _logits(self, x, theta, z, graph):
@@ -772,21 +822,23 @@ class DiscreteGraphPrompt(torch.nn.Module):
             out = out + self.head(hu[u_target])
         return out / z.shape[0]
 
-    @constraints(x="tensor", edges="tensor", targets="tensor")
-    def scores(self, x: "torch.Tensor", edges: "torch.Tensor", targets: "torch.Tensor") -> Result:
+    @constraints(x="tensor", edges="tensor", targets="tensor", embeddings="tensor")
+    def scores(self, x: "torch.Tensor", edges: "torch.Tensor", targets: "torch.Tensor", *,
+               embeddings: Any = None) -> Result:
         """The candidate scores: ``theta`` (T, M) padded with ``-inf`` and ``candidates`` (T, M) node ids
         padded with -1 (row ``i``: the subgraph nodes of ``targets[i]`` but itself, in node order)."""
         x, edges, targets = self._check_inputs(x, edges, targets)
-        theta, graph = self._batch(x, edges, targets)
+        theta, graph = self._batch(x, edges, targets, self._embeddings(x, embeddings))
         _, _, _, cr, cv, slot, _, _ = graph
         cand = torch.full(theta.shape, -1, dtype=torch.long, device=theta.device)
         cand[cr, slot] = cv
         return Result(theta=theta, candidates=cand)
 
-    @constraints(x="tensor", edges="tensor", targets="tensor")
-    def selected_nodes(self, x: "torch.Tensor", edges: "torch.Tensor", targets: "torch.Tensor") -> "torch.Tensor":
+    @constraints(x="tensor", edges="tensor", targets="tensor", embeddings="tensor")
+    def selected_nodes(self, x: "torch.Tensor", edges: "torch.Tensor", targets: "torch.Tensor", *,
+                       embeddings: Any = None) -> "torch.Tensor":
         """The k nodes the evaluation-time mask ``topk(theta)`` connects to each target, shape ``(T, k)``
         (``-1`` where a subgraph has fewer than k candidates), in candidate order."""
-        r = self.scores(x, edges, targets)
+        r = self.scores(x, edges, targets, embeddings=embeddings)
         mask = _topk(r.theta.detach(), self.k).bool()
         return r.candidates[mask].reshape(r.theta.shape[0], self.k)
