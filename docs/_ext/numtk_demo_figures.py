@@ -131,6 +131,11 @@ def _spectral(demo, path: str) -> None:
     demo.run(quick=True, out=_silent, plot=path)
 
 
+def _dyco(demo, path: str) -> None:
+    # the demo at its quick setting (50 steps of batch 64 per pre-training, 60 episodes per SNR), as the tour runs it
+    demo.run(quick=True, out=_silent, plot=path)
+
+
 @dataclass(frozen=True)
 class DemoFigure:
     """How the docs draw one demo's figure."""
@@ -185,6 +190,10 @@ FIGURES: dict[str, DemoFigure] = {
                            "the quick setting of the demo (300 steps of batches of 256, one seed; the plain loss, the "
                            "spectral regulariser and spectral REPA), as ``python -m numtk demo spectral --plot FILE`` "
                            "draws it; ``--full`` trains 800 steps over three seeds and adds REPA"),
+    "dyco": DemoFigure(_dyco, ("run",),
+                       "the quick setting of the demo (SimCLR and DyCo-CL pre-training of 50 steps of batch 64 on "
+                       "2200 generated windows, 60 1-shot episodes per SNR), as ``python -m numtk demo dyco --plot "
+                       "FILE`` draws it; ``--full`` trains 200 steps of batch 128 and draws 200 episodes"),
 }
 
 
