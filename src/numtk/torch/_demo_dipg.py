@@ -145,10 +145,10 @@ def _evaluate(model, x, edges, te, yte, planted_te):
 
 
 def _check_steps(steps: Any) -> int | None:
-    return None if steps is None else check_int(steps, "steps", minimum=1)
+    return None if steps is None else check_int(steps, "steps", minimum=1, maximum=10**6)
 
 
-@constraints(steps=("count", "option"), rng="rng", progress="bool", n_ego=("count", "option"))
+@constraints(steps="count", rng="rng", progress="bool", n_ego="count")
 def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any = None) -> Result:
     """DiP-G against a GraphTOP-style continuous prompt on a planted graph (see the module docstring).
 
@@ -172,7 +172,7 @@ def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any 
         ``history`` (``"dipg"`` and ``"continuous"``: the training losses per step) and ``wall_time`` (s).
     """
     steps = _check_steps(steps) or _DEFAULT["steps"]
-    n_ego = _DEFAULT["n_ego"] if n_ego is None else check_int(n_ego, "n_ego", minimum=4)
+    n_ego = _DEFAULT["n_ego"] if n_ego is None else check_int(n_ego, "n_ego", minimum=4, maximum=10**5)
     progress = check_bool(progress, "progress")
     gen = normalize_rng(rng)
     start = time.perf_counter()

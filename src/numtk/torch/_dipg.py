@@ -31,6 +31,8 @@ __all__ = ["topk_mask", "sum_of_gamma_noise", "imle_topk", "screened_topk", "can
 #: the most sum-of-Gamma terms and I-MLE samples accepted (each sizes a loop or an output)
 _MAX_ITER = 10**6
 _MAX_SAMPLES = 2**20
+#: the largest k of the noise and the prompt (a top-k over more items than the C int range is not meant)
+_MAX_K = 2**31 - 1
 #: the most nodes a graph may have (node ids are int64; tables of this length are allocated)
 _MAX_NODES = 2**31 - 1
 #: DiscreteGraphPrompt's training-time masks
@@ -191,7 +193,7 @@ def sum_of_gamma_noise(shape: Any, k: int, n_iter: int = 10, rng: Any = None, *,
     (0.13, 0.31)
     """
     shape = _check_shape(shape)
-    k = check_int(k, "k", minimum=1)
+    k = check_int(k, "k", minimum=1, maximum=_MAX_K)
     n_iter = check_int(n_iter, "n_iter", minimum=1)
     if n_iter > _MAX_ITER:
         raise ValueError(f"`n_iter` must be at most {_MAX_ITER}; got {n_iter}")
@@ -304,7 +306,7 @@ def imle_topk(theta: "torch.Tensor", k: int, *, lam: float = 10.0, n_samples: in
 # --------------------------------------------------------------------------------------------------
 # screening
 # --------------------------------------------------------------------------------------------------
-@constraints(values="tensor", k="int>=0", lower="tensor", upper="tensor", threshold=("tensor", "real", "option"))
+@constraints(values="tensor", k="int>=0", lower="tensor", upper="tensor", threshold=("tensor", "real"))
 def screened_topk(values: "torch.Tensor", k: int, lower: "torch.Tensor", upper: "torch.Tensor", *,
                   threshold: Any = None) -> Result:
     """Top-k with an active-set screening by bounds ``lower <= values <= upper`` (reconstructed).
@@ -433,7 +435,7 @@ def _masked_topk(values: "torch.Tensor", active: "torch.Tensor", k: int) -> "tor
 # --------------------------------------------------------------------------------------------------
 # graphs
 # --------------------------------------------------------------------------------------------------
-def _check_edges(edges: Any, num_nodes: int, name: str = "edges") -> "torch.Tensor":
+def _check_edges(edges: Any, num_nodes: int, name: str = "edges", nodes_of: str | None = None) -> "torch.Tensor":
     if not isinstance(edges, torch.Tensor):
         raise TypeError(f"`{name}` must be a torch.Tensor of shape (2, E); got {type(edges).__name__}")
     if edges.dtype not in (torch.int32, torch.int64):
@@ -441,7 +443,8 @@ def _check_edges(edges: Any, num_nodes: int, name: str = "edges") -> "torch.Tens
     if edges.ndim != 2 or edges.shape[0] != 2:
         raise ValueError(f"`{name}` must have shape (2, E) (sources, destinations); got {tuple(edges.shape)}")
     if edges.numel() and (int(edges.min()) < 0 or int(edges.max()) >= num_nodes):
-        raise ValueError(f"`{name}` must hold node ids in [0, {num_nodes}); got ids in "
+        of = "" if not nodes_of else (" (`num_nodes`)" if nodes_of == "num_nodes" else f" (the rows of `{nodes_of}`)")
+        raise ValueError(f"`{name}` must hold node ids in [0, {num_nodes}){of}; got ids in "
                          f"[{int(edges.min())}, {int(edges.max())}]")
     return edges.long()
 
@@ -504,10 +507,10 @@ def candidate_edges(edges: "torch.Tensor", num_nodes: int, target: int, hops: in
             [1, 3]]))
     """
     num_nodes = _check_num_nodes(num_nodes)
-    edges = _check_edges(edges, num_nodes)
+    edges = _check_edges(edges, num_nodes, nodes_of="num_nodes")
     target = check_int(target, "target", minimum=0)
     if target >= num_nodes:
-        raise ValueError(f"`target` must be a node id in [0, {num_nodes}); got {target}")
+        raise ValueError(f"`target` must be a node id in [0, {num_nodes}) (`num_nodes`); got {target}")
     hops = check_int(hops, "hops", minimum=1)
     hops = min(hops, num_nodes)
     member = _reach(edges, num_nodes, torch.tensor([target], device=edges.device), hops)[0]
@@ -585,7 +588,10 @@ class GCN(torch.nn.Module):
         x = check_tensor(x, "x", shape=(None, self.in_dim))
         if x.shape[0] == 0:
             raise ValueError("`x` must have at least one node; got shape (0, ...)")
-        edges = _check_edges(edges, x.shape[0])
+        if x.dtype != self.lin1.weight.dtype:
+            raise TypeError(f"`x` must have the dtype of the module's parameters, {self.lin1.weight.dtype}; got "
+                            f"{x.dtype} (convert the module with .to(dtype) or the features)")
+        edges = _check_edges(edges, x.shape[0], nodes_of="x")
         if edge_weight is None:
             edge_weight = torch.ones(edges.shape[1], dtype=x.dtype, device=x.device)
         else:
@@ -678,7 +684,7 @@ class DiscreteGraphPrompt(torch.nn.Module):
                  mode: str = "imle", temperature: float = 0.2) -> None:
         super().__init__()
         self.gnn = _check_gnn(gnn)
-        self.k = check_int(k, "k", minimum=1)
+        self.k = check_int(k, "k", minimum=1, maximum=_MAX_K)
         score_hidden = _module_dims(score_hidden, "score_hidden")
         self.lam = check_real(lam, "lam", low=0.0)
         if embed_dim is None:
@@ -706,13 +712,13 @@ class DiscreteGraphPrompt(torch.nn.Module):
         x = check_tensor(x, "x", ndim=2)
         if x.shape[0] == 0:
             raise ValueError("`x` must have at least one node; got shape (0, ...)")
-        edges = _check_edges(edges, x.shape[0])
+        edges = _check_edges(edges, x.shape[0], nodes_of="x")
         if not isinstance(targets, torch.Tensor):
             raise TypeError(f"`targets` must be a torch.Tensor of node ids; got {type(targets).__name__}")
         if targets.dtype not in (torch.int32, torch.int64) or targets.ndim != 1:
             raise ValueError(f"`targets` must be a 1-D int32 or int64 tensor; got {targets.ndim}-D {targets.dtype}")
         if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= x.shape[0]):
-            raise ValueError(f"`targets` must hold node ids in [0, {x.shape[0]})")
+            raise ValueError(f"`targets` must hold node ids in [0, {x.shape[0]}) (the rows of `x`)")
         if edges.device != x.device or targets.device != x.device:
             raise ValueError("`edges` and `targets` must be on the device of `x`")
         return x, edges, targets.long()
@@ -721,6 +727,9 @@ class DiscreteGraphPrompt(torch.nn.Module):
         if embeddings is None:
             return None
         check_tensor(embeddings, "embeddings", shape=(x.shape[0], self.head.in_features))
+        if embeddings.dtype != self.head.weight.dtype:
+            raise TypeError(f"`embeddings` must have the dtype of the module's parameters, {self.head.weight.dtype}; "
+                            f"got {embeddings.dtype}")
         if embeddings.device != x.device:
             raise ValueError(f"`embeddings` must be on the device of `x`, {x.device}; got {embeddings.device}")
         return embeddings
@@ -730,7 +739,9 @@ class DiscreteGraphPrompt(torch.nn.Module):
         """The frozen GNN's embeddings of the whole graph, ``gnn(x, edges)`` without gradients, shape ``(N, D)``:
         pass them as ``embeddings=`` to reuse them over training steps on one graph."""
         x = check_tensor(x, "x", ndim=2)
-        edges = _check_edges(edges, x.shape[0])
+        if x.shape[0] == 0:
+            raise ValueError("`x` must have at least one node; got shape (0, ...)")
+        edges = _check_edges(edges, x.shape[0], nodes_of="x")
         with torch.no_grad():
             return self.gnn(x, edges, None)
 
