@@ -556,3 +556,12 @@ def test_demo_small():
     for key in ("dyco_1shot", "simclr_1shot", "random_1shot"):
         assert 0.0 <= m[key] <= 1.0
     assert res.wall_time > 0
+
+
+@pytest.mark.slow
+def test_demo_pretraining_beats_random():
+    # the robust part of the demo's claim at a reduced size: both pre-trainings beat the random encoder
+    res = demo(steps=80, rng=0, batch=64, episodes=40)
+    m = res.metrics
+    assert m["simclr_1shot"] > m["random_1shot"] + 0.03
+    assert m["dyco_1shot"] > m["random_1shot"] + 0.03
