@@ -20,7 +20,7 @@ from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_bool, check_int, check_option, check_real, check_size
 from numtk.torch._common import check_reduction, check_tensor, reduce_loss, torch, torch_generator
 
-__all__ = ["sample_vmf", "sample_restricted_vmf", "info_nce", "support_corrected_info_nce", "cap_support_mask",
+__all__ = ["sample_vmf", "sample_restricted_vmf", "info_nce", "support_corrected_info_nce", "support_mask",
            "invertible_mlp", "linear_r2", "orthogonal_r2", "mcc"]
 
 _CORRECTIONS = ("restrict", "reweight")
@@ -204,7 +204,7 @@ def support_corrected_info_nce(h1: "torch.Tensor", h2: "torch.Tensor", support_m
     :math:`S(i) = \{j : \tilde z_j \in \operatorname{supp} p(\cdot \mid z_i)\} \cup \{i\}`) or a weight
     :math:`\omega \in [0, 1]` (``correction='reweight'``: off-support negatives importance-down-weighted; 1 is
     plain InfoNCE). The support must be known, which it is only in synthetic experiments
-    (:func:`cap_support_mask` builds it for a cap).
+    (:func:`support_mask` builds it for the conditionals of :func:`sample_restricted_vmf`).
 
     The paper (arXiv 2606.04280) states that a support-corrected InfoNCE makes orthogonal recovery achievable
     but not uniquely selected; its exact form is not published with code, so both forms here are
@@ -267,39 +267,66 @@ def support_corrected_info_nce(h1: "torch.Tensor", h2: "torch.Tensor", support_m
     return reduce_loss(_anchor_terms(h1, h2, tau, False, log_weights), reduction)
 
 
-@constraints(z="tensor", z_tilde="tensor", max_angle="real>=0")
-def cap_support_mask(z: "torch.Tensor", z_tilde: "torch.Tensor", max_angle: float) -> "torch.Tensor":
-    r"""The support mask of cap-restricted conditionals: ``mask[i, j] = <z_i, z~_j> >= cos(max_angle)``.
+@constraints(z="tensor", z_tilde="tensor", max_angle="real>=0", axes="option", tol="real>=0")
+def support_mask(z: "torch.Tensor", z_tilde: "torch.Tensor", max_angle: float = math.pi, *, axes: Any = None,
+                 tol: float = 0.0) -> "torch.Tensor":
+    r"""The support mask of restricted conditionals (those of :func:`sample_restricted_vmf`), for
+    :func:`support_corrected_info_nce`: ``mask[i, j]`` says whether candidate :math:`\tilde z_j` lies in the
+    support of anchor i's conditional.
+
+    The cap restriction gives :math:`\langle z_i, \tilde z_j\rangle \ge \cos\theta_{max}`. The axes restriction
+    (the positive moves only the coordinates in ``axes``) gives the sub-sphere on which the other coordinates equal
+    those of :math:`z_i`; an in-batch candidate lies on it with probability zero, so the mask accepts the
+    candidates whose fixed coordinates are within ``tol`` (Euclidean distance) of the anchor's: a tolerance that
+    stands for the support (**reconstructed**; tol = 0 keeps exact matches only). Both conditions combine.
 
     Parameters
     ----------
     z, z_tilde : torch.Tensor, shape (B, d)
         Anchor latents and positive latents (unit rows; same shape, dtype and device).
-    max_angle : float
-        The cap's half-angle in radians, >= 0 (pi or more: the whole sphere).
+    max_angle : float, default pi
+        The cap's half-angle in radians, >= 0 (pi or more: no cap).
+    axes : sequence of int, optional
+        The axes the positives move along (the others are fixed); None: all axes move.
+    tol : float, default 0.0
+        The tolerance on the fixed coordinates, >= 0 (used with ``axes``).
 
     Returns
     -------
     torch.Tensor of bool, shape (B, B)
-        The mask for :func:`support_corrected_info_nce` (its diagonal is set True).
+        The mask (its diagonal is set True: the positive is always in the support).
 
     Examples
     --------
     >>> import torch
-    >>> from numtk.torch.contrastive import cap_support_mask
-    >>> z = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
-    >>> cap_support_mask(z, z, 0.5)
-    tensor([[ True, False],
-            [False,  True]])
+    >>> from numtk.torch.contrastive import support_mask
+    >>> z = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.6, 0.0, 0.8]])
+    >>> support_mask(z, z, 0.5)
+    tensor([[ True, False, False],
+            [False,  True, False],
+            [False, False,  True]])
+    >>> support_mask(z, z, axes=[0, 1], tol=0.1)      # rows 0 and 1 share the fixed coordinate z_2 = 0
+    tensor([[ True,  True, False],
+            [ True,  True, False],
+            [False, False,  True]])
     """
     check_tensor(z, "z", ndim=2)
     check_tensor(z_tilde, "z_tilde", ndim=2)
     _check_pair(z, z_tilde, "z", "z_tilde")
     max_angle = check_real(max_angle, "max_angle", low=0.0)
-    check_size(z.shape[0] ** 2, 2.0 * z.element_size(), "z")
-    threshold = -math.inf if max_angle >= math.pi else math.cos(max_angle)
-    mask = (z @ z_tilde.T) >= threshold
-    return mask | torch.eye(z.shape[0], dtype=torch.bool, device=z.device)
+    axes = _check_axes(axes, z.shape[1])
+    tol = check_real(tol, "tol", low=0.0)
+    B = z.shape[0]
+    check_size(B * B, 3.0 * z.element_size(), "z")
+    mask = torch.ones((B, B), dtype=torch.bool, device=z.device)
+    if max_angle < math.pi:
+        mask &= (z @ z_tilde.T) >= math.cos(max_angle)
+    if axes is not None:
+        fixed = [i for i in range(z.shape[1]) if i not in axes]
+        if fixed:
+            idx = torch.tensor(fixed, device=z.device)
+            mask &= torch.cdist(z[:, idx], z_tilde[:, idx]) <= tol
+    return mask | torch.eye(B, dtype=torch.bool, device=z.device)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -322,17 +349,20 @@ def _standard_gamma(shape: float, n: int, gen: "torch.Generator", dtype: "torch.
     dd = a - 1.0 / 3.0
     c = 1.0 / math.sqrt(9.0 * dd)
     out = torch.empty(n, dtype=dtype, device=device)
-    todo = torch.arange(n, device=device)
+    filled = 0
     for _ in range(_MAX_ROUNDS):
-        if todo.numel() == 0:
+        m = n - filled
+        if m == 0:
             break
-        m = todo.numel()
-        x = torch.randn(m, generator=gen, dtype=dtype, device=device)
-        u = torch.rand(m, generator=gen, dtype=dtype, device=device)
+        # the draws are independent: propose a few more than needed and keep the first accepted ones in order
+        p = m + m // 8 + 8
+        x = torch.randn(p, generator=gen, dtype=dtype, device=device)
+        u = torch.rand(p, generator=gen, dtype=dtype, device=device)
         v = (1.0 + c * x) ** 3
         ok = (v > 0) & (torch.log(u) < 0.5 * x * x + dd - dd * v + dd * torch.log(v.clamp_min(1e-300)))
-        out[todo[ok]] = dd * v[ok]
-        todo = todo[~ok]
+        got = (dd * v[ok])[:m]
+        out[filled:filled + got.numel()] = got
+        filled += got.numel()
     else:  # pragma: no cover - the acceptance rate is above 0.95
         raise RuntimeError("the gamma sampler did not finish")
     if shape < 1.0:
@@ -361,25 +391,33 @@ def _wood_w(kappa: "torch.Tensor", d: int, gen: "torch.Generator") -> "tuple[tor
     w_out = torch.empty(n, dtype=dtype, device=device)
     s_out = torch.empty(n, dtype=dtype, device=device)
     todo = torch.arange(n, device=device)
+    per_row = 1
     for _ in range(_MAX_ROUNDS):
         m = todo.numel()
         if m == 0:
             break
-        g1 = _standard_gamma(m1 / 2.0, m, gen, dtype, device)
-        g2 = _standard_gamma(m1 / 2.0, m, gen, dtype, device)
+        # per_row proposals for every open row, the first accepted one kept: few rounds of Python overhead
+        rows = todo.repeat_interleave(per_row)
+        q = rows.numel()
+        g1 = _standard_gamma(m1 / 2.0, q, gen, dtype, device)
+        g2 = _standard_gamma(m1 / 2.0, q, gen, dtype, device)
         z = g1 / (g1 + g2)
-        bb, k, omx0, x0t = b[todo], kappa[todo], one_minus_x0[todo], x0[todo]
+        bb, k, omx0, x0t = b[rows], kappa[rows], one_minus_x0[rows], x0[rows]
         den = 1.0 - (1.0 - bb) * z
         one_minus_w = 2.0 * bb * z / den
         one_plus_w = 2.0 * (1.0 - z) / den
-        w = 1.0 - one_minus_w
-        log_accept = (k * (omx0 - one_minus_w) + m1 * (torch.log(omx0 + x0t * one_minus_w) - log_1mx02[todo]))
-        u = torch.rand(m, generator=gen, dtype=dtype, device=device)
-        ok = torch.log(u) <= log_accept
-        idx = todo[ok]
-        w_out[idx] = w[ok]
-        s_out[idx] = torch.sqrt((one_minus_w[ok] * one_plus_w[ok]).clamp_min(0.0))
-        todo = todo[~ok]
+        log_accept = (k * (omx0 - one_minus_w) + m1 * (torch.log(omx0 + x0t * one_minus_w) - log_1mx02[rows]))
+        u = torch.rand(q, generator=gen, dtype=dtype, device=device)
+        ok = (torch.log(u) <= log_accept).view(m, per_row)
+        hit = ok.any(dim=1)
+        first = ok.to(torch.int8).argmax(dim=1) + per_row * torch.arange(m, device=device)
+        pick = first[hit]
+        idx = todo[hit]
+        w_out[idx] = 1.0 - one_minus_w[pick]
+        s_out[idx] = torch.sqrt((one_minus_w[pick] * one_plus_w[pick]).clamp_min(0.0))
+        rate = float(ok.sum()) / ok.numel()
+        todo = todo[~hit]
+        per_row = int(min(64, max(1, math.ceil(1.5 / max(rate, 1e-3)))))
     else:  # pragma: no cover - Wood's envelope accepts more than half of the proposals
         raise RuntimeError("the von Mises-Fisher sampler did not finish")
     return w_out, s_out
@@ -408,7 +446,7 @@ def _vmf_rows(mu: "torch.Tensor", kappa: "torch.Tensor", gen: "torch.Generator",
         w = torch.empty(n, dtype=dtype, device=device)
         s = torch.empty(n, dtype=dtype, device=device)
         todo = torch.arange(n, device=device)
-        per_row = 1
+        per_row = 4
         for _ in range(_MAX_ROUNDS):
             m = todo.numel()
             if m == 0:

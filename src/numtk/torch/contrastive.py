@@ -36,7 +36,7 @@ Losses
 
    info_nce                    -- InfoNCE with in-batch negatives; symmetric and 2B-view options (NT-Xent).
    support_corrected_info_nce  -- InfoNCE with the normaliser restricted to (or reweighted off) the support (reconstructed).
-   cap_support_mask            -- the support mask of cap-restricted conditionals.
+   support_mask                -- the support mask of the restricted conditionals (cap, axes).
 
 Metrics
 -------
@@ -51,9 +51,9 @@ Metrics
 """
 
 from numtk.torch import _common  # noqa: F401 - first: the ImportError that names the extra
-from numtk.torch._contrastive import (cap_support_mask, info_nce, invertible_mlp, linear_r2, mcc, orthogonal_r2,
-                                      sample_restricted_vmf, sample_vmf, support_corrected_info_nce)
+from numtk.torch._contrastive import (info_nce, invertible_mlp, linear_r2, mcc, orthogonal_r2, sample_restricted_vmf,
+                                      sample_vmf, support_corrected_info_nce, support_mask)
 from numtk.torch._demo_contrastive import demo
 
 __all__ = ["sample_vmf", "sample_restricted_vmf", "invertible_mlp", "info_nce", "support_corrected_info_nce",
-           "cap_support_mask", "linear_r2", "orthogonal_r2", "mcc", "demo"]
+           "support_mask", "linear_r2", "orthogonal_r2", "mcc", "demo"]
