@@ -75,9 +75,13 @@ def _topk(scores: "torch.Tensor", k: int) -> "torch.Tensor":
         return torch.zeros_like(scores)
     if k == m:
         return torch.ones_like(scores)
-    kth = torch.topk(scores, k, dim=-1, largest=True, sorted=False).values.min(dim=-1, keepdim=True).values
-    above = scores > kth
+    vals, idx = torch.topk(scores, k, dim=-1, largest=True, sorted=False)
+    kth = vals.min(dim=-1, keepdim=True).values
     tied = scores == kth
+    if bool((tied.sum(dim=-1, keepdim=True) == (vals == kth).sum(dim=-1, keepdim=True)).all()):
+        # no row has an entry equal to its k-th value left out: torch.topk's set is the answer
+        return torch.zeros_like(scores).scatter_(-1, idx, 1)
+    above = scores > kth
     need = k - above.sum(dim=-1, keepdim=True)
     take = tied & (torch.cumsum(tied, dim=-1) <= need)
     return (above | take).to(scores.dtype)
@@ -366,8 +370,6 @@ def screened_topk(values: "torch.Tensor", k: int, lower: "torch.Tensor", upper: 
             raise ValueError(f"`{name}` must be on the device of `values`, {values.device}; got {b.device}")
     lower = lower.to(values.dtype)
     upper = upper.to(values.dtype)
-    if values.numel() and bool((lower > upper).any()):
-        raise ValueError("`lower` must be <= `upper` everywhere")
     batch = values.shape[:-1]
     if threshold is not None:
         if isinstance(threshold, torch.Tensor):
@@ -385,6 +387,9 @@ def screened_topk(values: "torch.Tensor", k: int, lower: "torch.Tensor", upper: 
     bad_hi = upper < values
     n_bad = int(bad_lo.sum()) + int(bad_hi.sum())
     if n_bad:
+        # lower <= values <= upper everywhere implies lower <= upper: checked only where a bound fails
+        if bool((lower > upper).any()):
+            raise ValueError("`lower` must be <= `upper` everywhere")
         widened += n_bad
         lower = torch.where(bad_lo, values, lower)
         upper = torch.where(bad_hi, values, upper)
