@@ -19,6 +19,10 @@ Evaluation: frozen encoder outputs of held-out windows at each test SNR; 1-shot 
 window per class drawn from that SNR, every other window of that SNR a query) classified by cosine to the
 prototypes (:func:`~numtk.torch.dyco.prototype_accuracy`), averaged over many episodes; the same episodes for
 every encoder. Chance is 1/11.
+
+Measured on two shared cores (``demo(seeds=6)``, 251 s): 1-shot accuracy over the test SNRs 0.201 (random),
+0.341 (SimCLR), 0.353 (DyCo-CL); DyCo-CL ahead of SimCLR on all six seeds, by 1.2 points on average (+0.1 to
++2.5). A small margin at this scale, reported as measured; the settings are the spec's defaults, not tuned.
 """
 
 from __future__ import annotations

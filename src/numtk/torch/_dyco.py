@@ -709,7 +709,8 @@ class HybridFusion(torch.nn.Module):
         super().__init__()
         self.dim = check_int(dim, "dim", minimum=1, maximum=_MAX_WIDTH)
         self.feat_dim = check_int(feat_dim, "feat_dim", minimum=1, maximum=_MAX_WIDTH)
-        check_size(self.dim * (2 * self.feat_dim + self.dim + 2), 4.0, "dim" if self.dim >= self.feat_dim else "feat_dim")
+        check_size(self.dim * (2 * self.feat_dim + self.dim + 2), 4.0,
+                   "dim" if self.dim >= self.feat_dim else "feat_dim")
         feature_norm = check_bool(feature_norm, "feature_norm")
         with _seeded(rng):
             self.norm = torch.nn.LayerNorm(self.feat_dim) if feature_norm else torch.nn.Identity()

@@ -23,9 +23,9 @@ Objective
 .. autosummary::
    :toctree: generated/
 
-   virtual_adversarial_perturbation -- the direction that most changes the embedding, by power iteration (clean branch detached).
-   consistency_loss                 -- 1 - cosine (or KL, squared distance) between the clean and the perturbed embedding.
-   DyCoCL                           -- the DyCo-CL loss: NT-Xent between an augmented and an adversarial view, plus consistency.
+   virtual_adversarial_perturbation -- the input direction that most changes the embedding (power iteration).
+   consistency_loss                 -- 1 - cosine (or KL, squared distance) of the clean and the perturbed embedding.
+   DyCoCL                           -- the DyCo-CL loss: NT-Xent with an adversarial view, plus consistency.
 
 Encoder
 -------
@@ -36,7 +36,7 @@ Encoder
    WindowAttention1D -- multi-head attention inside (cyclically shifted, masked) windows, relative-position bias.
    SignalSwin1D      -- a small 1-D Swin transformer of (B, 2, L) I/Q windows.
    cumulants         -- second-, fourth- and sixth-order cumulants of complex windows.
-   expert_features   -- 14 physical features: normalised cumulants, amplitude/phase/frequency statistics, spectral lines.
+   expert_features   -- 14 physical features: cumulants, amplitude/phase/frequency statistics, spectral lines.
    HybridFusion      -- gated fusion of an embedding with expert features.
 
 Evaluation
