@@ -50,8 +50,15 @@ def _check_views(h1: Any, h2: Any) -> None:
     check_size(h1.shape[0] ** 2, 4.0 * h1.element_size(), "h1")
 
 
-def _check_tau(tau: Any) -> float:
-    return check_real(tau, "tau", low=0.0, low_open=True)
+def _check_tau(tau: Any, dtype: "torch.dtype") -> float:
+    """tau > 0, and 1 / tau at most a quarter of the largest number of ``dtype`` (so that the logits of unit
+    embeddings and their differences stay finite)."""
+    tau = check_real(tau, "tau", low=0.0, low_open=True)
+    smallest = 4.0 / torch.finfo(dtype).max
+    if tau < smallest:
+        raise ValueError(f"`tau` must be at least {smallest:.3g} for {dtype} embeddings (the logits are "
+                         f"similarities / tau); got {tau!r}")
+    return tau
 
 
 def _normalize(h: "torch.Tensor") -> "torch.Tensor":
@@ -155,7 +162,7 @@ def info_nce(h1: "torch.Tensor", h2: "torch.Tensor", tau: float = 1.0, normalize
     1.766
     """
     _check_views(h1, h2)
-    tau = _check_tau(tau)
+    tau = _check_tau(tau, h1.dtype)
     normalize = check_bool(normalize, "normalize")
     symmetric = check_bool(symmetric, "symmetric")
     same_view = check_bool(same_view_negatives, "same_view_negatives")
@@ -254,7 +261,7 @@ def support_corrected_info_nce(h1: "torch.Tensor", h2: "torch.Tensor", support_m
     _check_views(h1, h2)
     B = h1.shape[0]
     mask = _check_mask(support_mask, B, h1.device)
-    tau = _check_tau(tau)
+    tau = _check_tau(tau, h1.dtype)
     normalize = check_bool(normalize, "normalize")
     correction = check_option(correction, "correction", _CORRECTIONS)
     omega = check_real(off_support_weight, "off_support_weight", low=0.0, high=1.0)
@@ -334,6 +341,8 @@ def support_mask(z: "torch.Tensor", z_tilde: "torch.Tensor", max_angle: float = 
 # --------------------------------------------------------------------------------------------------
 #: rounds of a rejection loop before giving up (each round draws for every row still open)
 _MAX_ROUNDS = 10_000
+#: the most candidates per open row in one round of the truncated sampler
+_MAX_PER_ROW = 4096
 
 
 def _work_dtype(device: "torch.device") -> "torch.dtype":
@@ -383,7 +392,8 @@ def _wood_w(kappa: "torch.Tensor", d: int, gen: "torch.Generator") -> "tuple[tor
     """
     dtype, device = kappa.dtype, kappa.device
     m1 = float(d - 1)
-    b = m1 / (2.0 * kappa + torch.sqrt(4.0 * kappa * kappa + m1 * m1))
+    # b = (d - 1) / (2 kappa + sqrt(4 kappa^2 + (d - 1)^2)), written with hypot so that no square overflows
+    b = (0.5 * m1) / (kappa + torch.hypot(kappa, torch.full_like(kappa, 0.5 * m1)))
     one_minus_x0 = 2.0 * b / (1.0 + b)
     x0 = 1.0 - one_minus_x0
     log_1mx02 = torch.log(4.0 * b) - 2.0 * torch.log1p(b)
@@ -462,8 +472,11 @@ def _vmf_rows(mu: "torch.Tensor", kappa: "torch.Tensor", gen: "torch.Generator",
             s[todo[hit]] = sc[rows, first][hit]
             rate = float(ok.sum()) / ok.numel()
             todo = todo[~hit]
-            # draw more candidates per row when the cap accepts few (up to 4096 per row)
-            per_row = int(min(4096, max(1, math.ceil(2.0 / max(rate, 1e-4)))))
+            if rate == 0.0 and per_row == _MAX_PER_ROW and todo.numel():
+                raise ValueError(f"`max_angle` is too small for `kappa`: no proposal of {ok.numel()} fell in the "
+                                 "cap (widen the cap or raise kappa)")
+            # draw more candidates per row when the cap accepts few (up to _MAX_PER_ROW per row)
+            per_row = int(min(_MAX_PER_ROW, max(1, math.ceil(2.0 / max(rate, 1e-4)))))
         else:
             raise ValueError("`max_angle` is too small for `kappa`: the truncated sampler accepted too few "
                              "proposals (widen the cap or raise kappa)")
@@ -475,8 +488,12 @@ def _vmf_rows(mu: "torch.Tensor", kappa: "torch.Tensor", gen: "torch.Generator",
     return _rotate_from_e1(x, mu)
 
 
+#: concentrations beyond this are sampled at this value: the draws equal mu to double precision either way
+_KAPPA_MAX = 1e300
+
+
 def _check_kappa(kappa: Any) -> float:
-    return check_real(kappa, "kappa", low=0.0)
+    return min(check_real(kappa, "kappa", low=0.0), _KAPPA_MAX)
 
 
 def _generator(rng: Any, device: "torch.device", name: str) -> "torch.Generator":
@@ -733,7 +750,8 @@ def invertible_mlp(dim: int, layers: int = 3, rng: Any = None, *, negative_slope
     slope = check_real(negative_slope, "negative_slope", low=0.0, low_open=True)
     candidates = check_int(candidates, "candidates", minimum=1, maximum=4096)
     dtype = torch.float32 if dtype is None else _check_dtype(dtype)
-    check_size(layers * candidates, 8.0 * dim * dim * 3, "dim")
+    check_size(candidates, 8.0 * dim * dim * 3, "dim")
+    check_size(layers, 8.0 * dim * dim + 64, "layers")
     gen = torch_generator(rng)
     mods: list = []
     for i in range(layers):
