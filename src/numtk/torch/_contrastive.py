@@ -379,6 +379,31 @@ def _standard_gamma(shape: float, n: int, gen: "torch.Generator", dtype: "torch.
     return out
 
 
+def _beta_symmetric(a: float, n: int, gen: "torch.Generator", dtype: "torch.dtype",
+                    device: "torch.device") -> "torch.Tensor":
+    """n draws of Beta(a, a) as G1 / (G1 + G2), the gamma variates from torch's sampler with ``gen`` (the one
+    torch.distributions uses), or from :func:`_standard_gamma` where that is not available."""
+    try:
+        shape = torch.full((2, n), a, dtype=dtype, device=device)
+        g = torch._standard_gamma(shape, generator=gen)
+    except (AttributeError, TypeError, RuntimeError, NotImplementedError):  # pragma: no cover - older torch
+        g = torch.stack([_standard_gamma(a, n, gen, dtype, device), _standard_gamma(a, n, gen, dtype, device)])
+    return g[0] / (g[0] + g[1])
+
+
+def _w_sphere2(kappa: "torch.Tensor", gen: "torch.Generator") -> "tuple[torch.Tensor, torch.Tensor]":
+    """d = 3: W by inversion of its distribution function, no rejection: with r uniform on [0, 1),
+    1 - W = -log(1 - r + r exp(-2 kappa)) / kappa (the limit 2 r at kappa = 0). The logarithm is taken as
+    log1p(r expm1(-2 kappa)) for r < 1/2 and as the log of a sum of two positive terms (1 - r is exact) above,
+    so that neither tail cancels."""
+    r = torch.rand(kappa.shape, generator=gen, dtype=kappa.dtype, device=kappa.device)
+    safe = kappa.clamp_min(torch.finfo(kappa.dtype).tiny)
+    log_arg = torch.where(r < 0.5, torch.log1p(r * torch.expm1(-2.0 * safe)),
+                          torch.log((1.0 - r) + r * torch.exp(-2.0 * safe)))
+    one_minus_w = torch.where(kappa > 0, -log_arg / safe, 2.0 * r).clamp(0.0, 2.0)
+    return 1.0 - one_minus_w, torch.sqrt(one_minus_w * (2.0 - one_minus_w))
+
+
 def _wood_w(kappa: "torch.Tensor", d: int, gen: "torch.Generator") -> "tuple[torch.Tensor, torch.Tensor]":
     """Wood's rejection sampler of the cosine W = <mu, x> of vMF(mu, kappa) on S^(d-1), one per entry of
     ``kappa`` (float64, >= 0), in its stable form; returns (W, sqrt(1 - W^2)).
@@ -390,6 +415,8 @@ def _wood_w(kappa: "torch.Tensor", d: int, gen: "torch.Generator") -> "tuple[tor
     Every quantity near 0 is formed without subtracting numbers near 1: 1 - W = 2 b Z / (1 - (1 - b) Z),
     1 + W = 2 (1 - Z) / (1 - (1 - b) Z), 1 - x0 = 2 b / (1 + b), 1 - x0^2 = 4 b / (1 + b)^2.
     """
+    if d == 3:
+        return _w_sphere2(kappa, gen)
     dtype, device = kappa.dtype, kappa.device
     m1 = float(d - 1)
     # b = (d - 1) / (2 kappa + sqrt(4 kappa^2 + (d - 1)^2)), written with hypot so that no square overflows
@@ -409,9 +436,7 @@ def _wood_w(kappa: "torch.Tensor", d: int, gen: "torch.Generator") -> "tuple[tor
         # per_row proposals for every open row, the first accepted one kept: few rounds of Python overhead
         rows = todo.repeat_interleave(per_row)
         q = rows.numel()
-        g1 = _standard_gamma(m1 / 2.0, q, gen, dtype, device)
-        g2 = _standard_gamma(m1 / 2.0, q, gen, dtype, device)
-        z = g1 / (g1 + g2)
+        z = _beta_symmetric(m1 / 2.0, q, gen, dtype, device)
         bb, k, omx0, x0t = b[rows], kappa[rows], one_minus_x0[rows], x0[rows]
         den = 1.0 - (1.0 - bb) * z
         one_minus_w = 2.0 * bb * z / den
@@ -480,12 +505,14 @@ def _vmf_rows(mu: "torch.Tensor", kappa: "torch.Tensor", gen: "torch.Generator",
         else:
             raise ValueError("`max_angle` is too small for `kappa`: the truncated sampler accepted too few "
                              "proposals (widen the cap or raise kappa)")
-    if d == 1:  # pragma: no cover - refused by the callers
-        return mu * w[:, None]
-    v = torch.randn(n, d - 1, generator=gen, dtype=dtype, device=device)
-    v = v / torch.linalg.vector_norm(v, dim=1, keepdim=True).clamp_min(torch.finfo(dtype).tiny)
-    x = torch.cat([w[:, None], s[:, None] * v], dim=1)
-    return _rotate_from_e1(x, mu)
+    return _rotate_from_e1(_in_frame(w, s, d, gen), mu)
+
+
+def _in_frame(w: "torch.Tensor", s: "torch.Tensor", d: int, gen: "torch.Generator") -> "torch.Tensor":
+    """Draws around e1: [W, sqrt(1 - W^2) v] with v uniform on the sphere of the other d - 1 axes."""
+    v = torch.randn(w.shape[0], d - 1, generator=gen, dtype=w.dtype, device=w.device)
+    v = v / torch.linalg.vector_norm(v, dim=1, keepdim=True).clamp_min(torch.finfo(w.dtype).tiny)
+    return torch.cat([w[:, None], s[:, None] * v], dim=1)
 
 
 #: concentrations beyond this are sampled at this value: the draws equal mu to double precision either way
@@ -578,9 +605,14 @@ def sample_vmf(mu: "torch.Tensor", kappa: float, n: int, rng: Any = None) -> "to
     gen = _generator(rng, mu.device, "mu")
     work = _work_dtype(mu.device)
     unit = _unit_rows(mu.detach(), "mu", work)
-    batch = unit.expand(n, *unit.shape).reshape(rows, d)
     kap = torch.full((rows,), kappa, dtype=work, device=mu.device)
-    out = _vmf_rows(batch, kap, gen)
+    if mu.ndim == 1:
+        # one mean direction: draw around e1, then one orthogonal map for all rows (a matrix product)
+        w, s = _wood_w(kap, d, gen)
+        rows_q = _rotate_from_e1(torch.eye(d, dtype=work, device=mu.device), unit.expand(d, d))  # row i: Q e_i
+        out = _in_frame(w, s, d, gen) @ rows_q
+    else:
+        out = _vmf_rows(unit.expand(n, *unit.shape).reshape(rows, d), kap, gen)
     return out.reshape((n,) + tuple(mu.shape)).to(mu.dtype)
 
 

@@ -24,7 +24,7 @@ Samplers
 .. autosummary::
    :toctree: generated/
 
-   sample_vmf             -- von Mises-Fisher draws on the sphere (Wood's rejection sampler, stable at large d and kappa).
+   sample_vmf             -- von Mises-Fisher draws on the sphere (Wood's sampler, stable at large d and kappa).
    sample_restricted_vmf  -- one positive per anchor from a vMF truncated to a cap, optionally moving only some axes.
    invertible_mlp         -- a frozen random invertible leaky-ReLU MLP (cl-ica's generator).
 
@@ -35,7 +35,7 @@ Losses
    :toctree: generated/
 
    info_nce                    -- InfoNCE with in-batch negatives; symmetric and 2B-view options (NT-Xent).
-   support_corrected_info_nce  -- InfoNCE with the normaliser restricted to (or reweighted off) the support (reconstructed).
+   support_corrected_info_nce  -- InfoNCE with off-support negatives dropped or down-weighted (reconstructed).
    support_mask                -- the support mask of the restricted conditionals (cap, axes).
 
 Metrics
