@@ -136,6 +136,11 @@ def _dyco(demo, path: str) -> None:
     demo.run(quick=True, out=_silent, plot=path)
 
 
+def _dipg(demo, path: str) -> None:
+    # the demo at its quick setting (100 steps per prompt on 160 ego networks), as the tour runs it
+    demo.run(quick=True, out=_silent, plot=path)
+
+
 @dataclass(frozen=True)
 class DemoFigure:
     """How the docs draw one demo's figure."""
@@ -194,6 +199,10 @@ FIGURES: dict[str, DemoFigure] = {
                        "the quick setting of the demo (SimCLR and DyCo-CL pre-training of 50 steps of batch 64 on "
                        "2200 generated windows, 60 1-shot episodes per SNR), as ``python -m numtk demo dyco --plot "
                        "FILE`` draws it; ``--full`` trains 200 steps of batch 128 and draws 200 episodes"),
+    "dipg": DemoFigure(_dipg, ("run",),
+                       "the quick setting of the demo (DiP-G and the continuous prompt trained 100 steps on 80 of 160 "
+                       "planted ego networks, tested on the other 80), as ``python -m numtk demo dipg --plot FILE`` "
+                       "draws it; ``--full`` trains 200 steps on 240 ego networks"),
 }
 
 

@@ -114,8 +114,10 @@ def _train_prompt(model, x, edges, tr, ytr, steps, seed, lr, continuous):
         if continuous:
             model.temperature = 0.97 * (1 - step / steps) + 0.03
         logits = model(x, edges, tr, rng=g, embeddings=h)
+        ce = torch.nn.functional.cross_entropy(logits, ytr)
+        report = float(ce.detach())
         if continuous:
-            loss = torch.nn.functional.cross_entropy(logits, ytr)
+            loss = ce
             theta = model.last_scores
             valid = torch.isfinite(theta)
             p = torch.sigmoid(torch.where(valid, theta, torch.zeros_like(theta)))
@@ -124,10 +126,8 @@ def _train_prompt(model, x, edges, tr, ytr, steps, seed, lr, continuous):
             share = (p * valid).sum(1) / count
             loss = (loss + 2.0 * (ent * valid).sum() / valid.sum()
                     + 10.0 * ((share - model.k / count) ** 2).mean())
-            report = float(loss.detach())
         else:
-            loss = torch.nn.functional.cross_entropy(logits, ytr, reduction="sum")
-            report = float(loss.detach()) / len(tr)
+            loss = ce * len(tr)
         loss.backward()
         opt.step()
         losses.append(report)
@@ -169,7 +169,8 @@ def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any 
         ``metrics`` (per prompt ``"dipg"``, ``"continuous"``, ``"none"``, ``"oracle"``: ``accuracy`` and, for the
         learned prompts, ``recall`` of planted class-mates and ``train_time``; also ``k``, ``candidates`` per
         target and ``n_test``),
-        ``history`` (``"dipg"`` and ``"continuous"``: the training losses per step) and ``wall_time`` (s).
+        ``history`` (``"dipg"`` and ``"continuous"``: the training cross-entropy per step, mean over the training
+        targets, without the continuous prompt's regularisers) and ``wall_time`` (s).
     """
     steps = _check_steps(steps) or _DEFAULT["steps"]
     n_ego = _DEFAULT["n_ego"] if n_ego is None else check_int(n_ego, "n_ego", minimum=4, maximum=10**5)
@@ -225,19 +226,20 @@ def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any 
 
 def run(*, quick: bool = True, out: Callable[[str], Any] = print, plot: Any = None) -> list[dict]:
     """``python -m numtk demo dipg``: the table of :func:`demo` (quick: 100 steps on 160 ego networks; full:
-    200 steps on 240); ``plot``: the training losses and the test accuracies of the four prompts."""
+    200 steps on 240); ``plot``: the training cross-entropies of the two learned prompts, and the test
+    accuracies of the four prompts with the learned prompts' recall of class-mates."""
     settings = _QUICK if quick else _DEFAULT
     res = demo(**settings, rng=0)
     m = res.metrics
     out(f"DiP-G on a planted graph: {m['n_test']} test targets, k = {m['k']} planted class-mates each "
         f"({settings['steps']} steps, {res.wall_time:.1f} s)")
-    out(f"{'prompt':<34}{'accuracy':>10}{'recall':>10}")
+    out(f"{'prompt':<36}{'accuracy':>10}{'recall':>10}")
     labels = {"dipg": "DiP-G (hard, I-MLE)", "continuous": "continuous (Gumbel-sigmoid) + top-k",
               "none": "no prompt", "oracle": "oracle (the planted class-mates)"}
     rows = []
     for key in ("dipg", "continuous", "none", "oracle"):
-        rec = m[key].get("recall", 1.0 if key == "oracle" else float("nan"))
-        out(f"{labels[key]:<34}{m[key]['accuracy']:>10.3f}{rec:>10.3f}")
+        rec = m[key].get("recall", 1.0 if key == "oracle" else None)
+        out(f"{labels[key]:<36}{m[key]['accuracy']:>10.3f}{'-' if rec is None else f'{rec:.3f}':>10}")
     rows.append({"area": "torch", "method": "dipg", "n": m["n_test"],
                  "result": f"acc {m['dipg']['accuracy']:.2f}, recall {m['dipg']['recall']:.2f}",
                  "vs anchor": f"continuous acc {m['continuous']['accuracy']:.2f}, recall "
@@ -251,10 +253,14 @@ def run(*, quick: bool = True, out: Callable[[str], Any] = print, plot: Any = No
         for key in ("dipg", "continuous"):
             a1.plot(res.history[key], label=labels[key])
         a1.set_xlabel("step")
-        a1.set_ylabel("training loss")
+        a1.set_ylabel("training cross-entropy")
         a1.legend(fontsize=8)
         keys = ["none", "continuous", "dipg", "oracle"]
         a2.bar(range(4), [m[key]["accuracy"] for key in keys], color=["grey", "tab:orange", "tab:blue", "green"])
+        for i, key in enumerate(keys):
+            if "recall" in m[key]:
+                a2.text(i, m[key]["accuracy"] + 0.02, f"recall {m[key]['recall']:.2f}", ha="center", fontsize=8)
+        a2.set_ylim(0, 1.1)
         a2.set_xticks(range(4), ["none", "continuous\n+ top-k", "DiP-G", "oracle"], fontsize=8)
         a2.set_ylabel("test accuracy")
         fig.tight_layout()

@@ -461,22 +461,52 @@ def _check_num_nodes(num_nodes: Any) -> int:
     return num_nodes
 
 
+def _csr(src: "torch.Tensor", dst: "torch.Tensor", num_nodes: int):
+    """(row pointers, destinations, edge positions) of the edges ``src -> dst`` grouped by source."""
+    order = torch.argsort(src, stable=True)
+    ptr = torch.zeros(num_nodes + 1, dtype=torch.long, device=src.device)
+    ptr[1:] = torch.cumsum(torch.bincount(src, minlength=num_nodes), 0)
+    return ptr, dst[order], order
+
+
+def _expand(ptr: "torch.Tensor", nodes: "torch.Tensor"):
+    """For each node, the positions ``ptr[v] .. ptr[v + 1] - 1``: (index of the node, position)."""
+    deg = ptr[nodes + 1] - ptr[nodes]
+    which = torch.repeat_interleave(torch.arange(nodes.numel(), device=nodes.device), deg)
+    first = torch.cumsum(deg, 0) - deg
+    pos = ptr[nodes][which] + torch.arange(which.numel(), device=nodes.device) - first[which]
+    return which, pos
+
+
 def _reach(edges: "torch.Tensor", num_nodes: int, targets: "torch.Tensor", hops: int) -> "torch.Tensor":
-    """(T, num_nodes) bool: the nodes within ``hops`` of each target, edges followed both ways."""
-    member = torch.zeros((targets.numel(), num_nodes), dtype=torch.bool, device=edges.device)
-    member[torch.arange(targets.numel(), device=edges.device), targets] = True
-    if edges.numel() == 0:
-        return member
-    a = torch.cat([edges[0], edges[1]])
-    b = torch.cat([edges[1], edges[0]])
+    """The sorted keys ``row * num_nodes + node`` of the nodes within ``hops`` of each target (row = its
+    position in ``targets``), edges followed both ways; a breadth-first search from every target at once."""
+    dev = targets.device
+    keys = torch.unique(torch.arange(targets.numel(), device=dev) * num_nodes + targets)
+    if edges.numel() == 0 or targets.numel() == 0:
+        return keys
+    ptr, nbr, _ = _csr(torch.cat([edges[0], edges[1]]), torch.cat([edges[1], edges[0]]), num_nodes)
+    frontier = keys
     for _ in range(hops):
-        hit = torch.zeros(member.shape, dtype=torch.int32, device=edges.device)
-        hit.index_add_(1, b, member[:, a].to(torch.int32))
-        new = member | (hit > 0)
-        if bool((new == member).all()):
+        which, pos = _expand(ptr, frontier % num_nodes)
+        reached = torch.unique((frontier // num_nodes)[which] * num_nodes + nbr[pos])
+        fresh = reached[~torch.isin(reached, keys)]
+        if fresh.numel() == 0:
             break
-        member = new
-    return member
+        keys = torch.sort(torch.cat([keys, fresh])).values
+        frontier = fresh
+    return keys
+
+
+def _induced(edges: "torch.Tensor", num_nodes: int, keys: "torch.Tensor"):
+    """The edges of each row's subgraph: (position in ``keys`` of the source, of the destination, edge id)."""
+    ptr, dst, order = _csr(edges[0], edges[1], num_nodes)
+    which, pos = _expand(ptr, keys % num_nodes)
+    rows = keys // num_nodes
+    dkey = rows[which] * num_nodes + dst[pos]
+    inside = torch.isin(dkey, keys)
+    which, dkey, eid = which[inside], dkey[inside], order[pos[inside]]
+    return which, torch.searchsorted(keys, dkey), eid
 
 
 @constraints(edges="tensor", num_nodes="count", target="int>=0", hops="cap")
@@ -518,11 +548,10 @@ def candidate_edges(edges: "torch.Tensor", num_nodes: int, target: int, hops: in
         raise ValueError(f"`target` must be a node id in [0, {num_nodes}) (`num_nodes`); got {target}")
     hops = check_int(hops, "hops", minimum=1)
     hops = min(hops, num_nodes)
-    member = _reach(edges, num_nodes, torch.tensor([target], device=edges.device), hops)[0]
-    nodes = member.nonzero(as_tuple=True)[0]
+    nodes = _reach(edges, num_nodes, torch.tensor([target], device=edges.device), hops)
     others = nodes[nodes != target]
     candidates = torch.stack([torch.full_like(others, target), others])
-    keep = member[edges[0]] & member[edges[1]] if edges.numel() else torch.zeros(0, dtype=torch.bool)
+    keep = torch.isin(edges[0], nodes) & torch.isin(edges[1], nodes)
     return Result(nodes=nodes, candidates=candidates, subgraph_edges=edges[:, keep])
 
 
@@ -755,19 +784,14 @@ class DiscreteGraphPrompt(torch.nn.Module):
         n = x.shape[0]
         T = targets.numel()
         dev = x.device
-        member = _reach(edges, n, targets, min(self.hops, n))
-        pr, pv = member.nonzero(as_tuple=True)  # row-major: union node u = (target row pr[u], node pv[u])
-        lookup = torch.full((T, n), -1, dtype=torch.long, device=dev)
-        lookup[pr, pv] = torch.arange(pr.numel(), device=dev)
-        # induced edges of each subgraph
-        if edges.numel():
-            er, ee = (member[:, edges[0]] & member[:, edges[1]]).nonzero(as_tuple=True)
-            u_src, u_dst = lookup[er, edges[0, ee]], lookup[er, edges[1, ee]]
-        else:
-            u_src = u_dst = torch.zeros(0, dtype=torch.long, device=dev)
+        keys = _reach(edges, n, targets, min(self.hops, n))
+        pr, pv = keys // n, keys % n  # union node u = (target row pr[u], node pv[u]), row-major
+        u_src, u_dst, _ = _induced(edges, n, keys)
+        u_target = torch.searchsorted(keys, torch.arange(T, device=dev) * n + targets)
         # candidates: every subgraph node but the target, padded per row
         is_cand = pv != targets[pr]
         cr, cv = pr[is_cand], pv[is_cand]
+        u_cand = torch.arange(keys.numel(), device=dev)[is_cand]
         counts = torch.bincount(cr, minlength=T)
         width = max(int(counts.max()) if T else 0, self.k)
         starts = torch.cumsum(counts, 0) - counts
@@ -778,7 +802,7 @@ class DiscreteGraphPrompt(torch.nn.Module):
         s = self.scorer(h[targets[cr]] + h[cv]).squeeze(-1)
         theta = torch.full((T, width), -math.inf, dtype=s.dtype, device=dev)
         theta = theta.index_put((cr, slot), s)
-        graph = (pv, u_src, u_dst, cr, cv, slot, lookup[torch.arange(T, device=dev), targets], lookup)
+        graph = (pv, u_src, u_dst, cr, cv, slot, u_target, u_cand)
         return theta, graph
 
     def _mask(self, theta, rng):
@@ -824,9 +848,8 @@ class DiscreteGraphPrompt(torch.nn.Module):
         return self._logits(x, theta, z, graph)
 
     def _logits(self, x, theta, z, graph):
-        pv, u_src, u_dst, cr, cv, slot, u_target, lookup = graph
+        pv, u_src, u_dst, cr, cv, slot, u_target, u_cand = graph
         xu = x[pv]
-        u_cand = lookup[cr, cv]
         u_t = u_target[cr]
         src = torch.cat([u_src, u_t, u_cand])
         dst = torch.cat([u_dst, u_cand, u_t])
