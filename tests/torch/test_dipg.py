@@ -469,3 +469,27 @@ def test_demo_validation():
         demo(steps=0)
     with pytest.raises(ValueError, match="`n_ego`"):
         demo(n_ego=2)
+
+
+def test_empty_batches():
+    assert screened_topk(torch.zeros(0, 3), 1, torch.zeros(0, 3), torch.zeros(0, 3)).mask.shape == (0, 3)
+    model = DiscreteGraphPrompt(GCN(2, 4, 2), 1)
+    edges = torch.tensor([[0, 1], [1, 2]])
+    assert model(torch.randn(3, 2), edges, torch.zeros(0, dtype=torch.long)).shape == (0, 2)
+    assert model.eval().selected_nodes(torch.randn(3, 2), edges, torch.zeros(0, dtype=torch.long)).shape == (0, 1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_follows_the_device():
+    dev = torch.device("cuda")
+    theta = torch.randn(4, 10, device=dev, requires_grad=True)
+    z = imle_topk(theta, 3, rng=0)
+    assert z.device.type == "cuda" and bool((z.sum(-1) == 3).all())
+    assert sum_of_gamma_noise(5, 2, rng=torch.Generator(device=dev).manual_seed(0)).device.type == "cuda"
+    (z * torch.arange(10.0, device=dev)).sum().backward()
+    assert theta.grad.device.type == "cuda"
+    v = torch.randn(3, 50, device=dev)
+    assert torch.equal(screened_topk(v, 5, v - 0.1, v + 0.1).mask, topk_mask(v, 5))
+    x, edges = small_graph()
+    model = DiscreteGraphPrompt(GCN(5, 8, 6), 2, num_classes=3).double().to(dev)
+    assert model(x.to(dev), edges.to(dev), torch.tensor([0, 1], device=dev), rng=0).device.type == "cuda"

@@ -393,7 +393,7 @@ def screened_topk(values: "torch.Tensor", k: int, lower: "torch.Tensor", upper: 
         widened += n_bad
         lower = torch.where(bad_lo, values, lower)
         upper = torch.where(bad_hi, values, upper)
-    if k == 0 or m == 0:
+    if k == 0 or values.numel() == 0:
         active = torch.zeros(values.shape, dtype=torch.bool, device=values.device)
         mask = torch.zeros_like(values)
     else:
@@ -842,7 +842,10 @@ class DiscreteGraphPrompt(torch.nn.Module):
             The frozen GNN's embeddings of the graph (:meth:`embed`), computed when not given.
         """
         x, edges, targets = self._check_inputs(x, edges, targets)
-        theta, graph = self._batch(x, edges, targets, self._embeddings(x, embeddings))
+        embeddings = self._embeddings(x, embeddings)
+        if targets.numel() == 0:
+            return x.new_zeros((0, self.head.out_features))
+        theta, graph = self._batch(x, edges, targets, embeddings)
         z = self._mask(theta, rng)
         self.last_mask, self.last_scores = z, theta
         return self._logits(x, theta, z, graph)
