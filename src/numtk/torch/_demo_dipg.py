@@ -166,11 +166,15 @@ def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any 
     Returns
     -------
     Result
-        ``metrics`` (per prompt ``"dipg"``, ``"continuous"``, ``"none"``, ``"oracle"``: ``accuracy`` and, for the
-        learned prompts, ``recall`` of planted class-mates and ``train_time``; also ``k``, ``candidates`` per
-        target and ``n_test``),
-        ``history`` (``"dipg"`` and ``"continuous"``: the training cross-entropy per step, mean over the training
-        targets, without the continuous prompt's regularisers) and ``wall_time`` (s).
+        metrics : dict
+            Per prompt ``"dipg"``, ``"continuous"``, ``"none"``, ``"oracle"``: a dict with ``accuracy`` (on the
+            test targets) and, for the two learned prompts, ``recall`` (the share of planted class-mates among
+            the k chosen nodes) and ``train_time`` (s); also ``k``, ``candidates`` (per target) and ``n_test``.
+        history : dict of list
+            ``"dipg"`` and ``"continuous"``: the training cross-entropy per step, mean over the training
+            targets, without the continuous prompt's regularisers.
+        wall_time : float
+            Seconds for the whole demo.
     """
     steps = _check_steps(steps) or _DEFAULT["steps"]
     n_ego = _DEFAULT["n_ego"] if n_ego is None else check_int(n_ego, "n_ego", minimum=4, maximum=10**5)

@@ -160,7 +160,7 @@ def _dtype(dtype: Any) -> "torch.dtype":
 
 
 @constraints(shape="any", k="int>=1", n_iter="count", rng="rng", dtype="option", device="any")
-def sum_of_gamma_noise(shape: Any, k: int, n_iter: int = 10, rng: Any = None, *, dtype: Any = None,
+def sum_of_gamma_noise(shape: Any, k: int, n_iter: int = 10, *, rng: Any = None, dtype: Any = None,
                        device: Any = None) -> "torch.Tensor":
     """Sum-of-Gamma noise for the perturbed top-k: ``eps = (sum_{i=1}^s G_i - log s) / k``.
 
@@ -342,9 +342,16 @@ def screened_topk(values: "torch.Tensor", k: int, lower: "torch.Tensor", upper: 
     Returns
     -------
     Result
-        ``mask`` (the k-hot top-k of ``values``), ``active`` (bool, the active set), ``n_active`` (int64 per
-        row), ``fraction`` (float, the active items over all items) and ``widened`` (int, bounds widened and
-        thresholds lowered).
+        mask : torch.Tensor
+            The k-hot top-k of ``values`` (its shape and dtype), equal to ``topk_mask(values, k)``.
+        active : torch.Tensor
+            bool, shape of ``values``: the active set on which the top-k was solved.
+        n_active : torch.Tensor
+            int64, shape ``values.shape[:-1]``: the active items per row (at least k).
+        fraction : float
+            The active items over all items (0.0 for no items).
+        widened : int
+            Bound entries widened to the value, plus rows whose given ``threshold`` was replaced.
 
     Examples
     --------
@@ -528,9 +535,12 @@ def candidate_edges(edges: "torch.Tensor", num_nodes: int, target: int, hops: in
     Returns
     -------
     Result
-        ``nodes`` (int64, sorted: the subgraph's nodes, the target included), ``candidates`` (int64, shape
-        ``(2, C)``: rows ``target`` and each other subgraph node, in node order) and ``subgraph_edges`` (the
-        columns of ``edges``, as int64, with both ends in the subgraph).
+        nodes : torch.Tensor
+            int64, sorted: the subgraph's nodes, the target included.
+        candidates : torch.Tensor
+            int64, shape ``(2, C)``: row 0 the target, row 1 each other subgraph node, in node order.
+        subgraph_edges : torch.Tensor
+            int64, shape ``(2, E')``: the columns of ``edges`` with both ends in the subgraph, in their order.
 
     Examples
     --------
@@ -867,8 +877,18 @@ class DiscreteGraphPrompt(torch.nn.Module):
     @constraints(x="tensor", edges="tensor", targets="tensor", embeddings="tensor")
     def scores(self, x: "torch.Tensor", edges: "torch.Tensor", targets: "torch.Tensor", *,
                embeddings: Any = None) -> Result:
-        """The candidate scores: ``theta`` (T, M) padded with ``-inf`` and ``candidates`` (T, M) node ids
-        padded with -1 (row ``i``: the subgraph nodes of ``targets[i]`` but itself, in node order)."""
+        """The candidate scores of the targets (arguments as in :meth:`forward`).
+
+        Returns
+        -------
+        Result
+            theta : torch.Tensor
+                Shape ``(T, M)``: the scores, ``-inf`` in the padding (``M`` the most candidates of a target, at
+                least k).
+            candidates : torch.Tensor
+                int64, shape ``(T, M)``: row ``i`` the subgraph nodes of ``targets[i]`` but itself, in node
+                order, padded with -1.
+        """
         x, edges, targets = self._check_inputs(x, edges, targets)
         theta, graph = self._batch(x, edges, targets, self._embeddings(x, embeddings))
         _, _, _, cr, cv, slot, _, _ = graph
