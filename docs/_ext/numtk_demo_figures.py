@@ -141,6 +141,12 @@ def _dipg(demo, path: str) -> None:
     demo.run(quick=True, out=_silent, plot=path)
 
 
+def _contrastive(demo, path: str) -> None:
+    # the demo at the quick setting's 100 steps, but over the four default cap angles (the figure plots R2 against
+    # the angle; the tour's quick run has two)
+    demo.plot_r2(demo.demo(steps=100), path)
+
+
 @dataclass(frozen=True)
 class DemoFigure:
     """How the docs draw one demo's figure."""
@@ -203,6 +209,10 @@ FIGURES: dict[str, DemoFigure] = {
                        "the quick setting of the demo (DiP-G and the continuous prompt trained 100 steps on 80 of 160 "
                        "planted ego networks, tested on the other 80), as ``python -m numtk demo dipg --plot FILE`` "
                        "draws it; ``--full`` trains 200 steps on 240 ego networks"),
+    "contrastive": DemoFigure(_contrastive, ("demo", "plot_r2"),
+                              "linear encoders trained 100 steps of batches of 256 per run at the cap angles 180, 57, "
+                              "29 and 17 degrees (four runs each), as ``python -m numtk demo contrastive --full --plot "
+                              "FILE`` draws them at 300 steps"),
 }
 
 
