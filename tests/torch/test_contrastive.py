@@ -238,6 +238,19 @@ def test_vmf_mean_resultant_against_bessel_ratio(d, kappa, n):
     assert abs(float(c.mean()) - bessel_ratio(d, kappa)) < 3 * se
 
 
+@pytest.mark.parametrize("shape", [0.5, 1.0, 4.5, 63.5])
+def test_fallback_gamma_sampler_moments(shape):
+    """The Marsaglia-Tsang sampler written in torch (used where torch's gamma sampler takes no generator):
+    Gamma(a, 1) has mean a and variance a."""
+    from numtk.torch._contrastive import _standard_gamma
+
+    x = _standard_gamma(shape, 40000, gen(60), F64, torch.device("cpu"))
+    assert bool((x > 0).all())
+    se_mean = math.sqrt(shape / len(x))
+    assert abs(float(x.mean()) - shape) < 4 * se_mean
+    assert float(x.var()) == pytest.approx(shape, rel=0.05)
+
+
 def test_vmf_large_kappa_large_d_has_no_overflow_and_the_right_spread():
     mu = torch.zeros(128, dtype=F64)
     mu[5] = 1.0

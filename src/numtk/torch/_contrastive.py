@@ -572,8 +572,10 @@ def sample_vmf(mu: "torch.Tensor", kappa: float, n: int, rng: Any = None) -> "to
     -----
     The mean resultant length is :math:`E[\mu^\top x] = I_{d/2}(\kappa) / I_{d/2-1}(\kappa)` (0.80009 at d = 3,
     kappa = 5; 0.79552 at d = 10, kappa = 20); the tests compare with it and with
-    :class:`scipy.stats.vonmises_fisher`. The Beta variates are ratios of gamma variates drawn by Marsaglia and
-    Tsang's method, so that every draw comes from ``rng``.
+    :class:`scipy.stats.vonmises_fisher`. The Beta variates of the envelope are ratios of gamma variates from
+    torch's gamma sampler driven by ``rng``'s generator (Marsaglia and Tsang's method written in torch where that
+    sampler is unavailable), so that every draw comes from ``rng``. On :math:`S^2` (d = 3) W is drawn without
+    rejection, by inverting its distribution function :math:`1 - W = -\log(1 - r + r e^{-2\kappa})/\kappa`.
 
     References
     ----------
