@@ -546,3 +546,14 @@ def test_demo_orderings():
     assert m["full_orthogonal_r2"] > m["axes"]["orthogonal_r2"][0]
     assert m["landscape_best_stretch"]["plain"] > 1.0
     assert res.history["angle"] == [math.pi] and res.wall_time > 0
+
+
+@pytest.mark.slow
+def test_identifiability_with_the_mlp_generator_and_encoder():
+    """cl-ica's setting: a three-layer invertible leaky-ReLU generator, an MLP encoder (about 10 s)."""
+    from numtk.torch.contrastive import demo
+
+    m = demo(encoder="mlp", angles=(math.pi,), rng=0).metrics
+    assert m["full_linear_r2"] > 0.95 and m["full_orthogonal_r2"] > 0.9
+    assert m["axes"]["orthogonal_r2"][0] < m["full_orthogonal_r2"] - 0.03
+    assert m["reweight"]["orthogonal_r2"][0] > m["axes"]["orthogonal_r2"][0]
