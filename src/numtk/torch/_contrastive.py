@@ -341,8 +341,9 @@ def support_mask(z: "torch.Tensor", z_tilde: "torch.Tensor", max_angle: float = 
 # --------------------------------------------------------------------------------------------------
 #: rounds of a rejection loop before giving up (each round draws for every row still open)
 _MAX_ROUNDS = 10_000
-#: the most candidates per open row in one round of the truncated sampler
+#: the most candidates per open row, and in all, in one round of the truncated sampler
 _MAX_PER_ROW = 4096
+_MAX_CANDIDATES = 2**22
 
 
 def _work_dtype(device: "torch.device") -> "torch.dtype":
@@ -497,11 +498,13 @@ def _vmf_rows(mu: "torch.Tensor", kappa: "torch.Tensor", gen: "torch.Generator",
             s[todo[hit]] = sc[rows, first][hit]
             rate = float(ok.sum()) / ok.numel()
             todo = todo[~hit]
-            if rate == 0.0 and per_row == _MAX_PER_ROW and todo.numel():
+            if rate == 0.0 and todo.numel() and (per_row == _MAX_PER_ROW or ok.numel() >= 2**20):
                 raise ValueError(f"`max_angle` is too small for `kappa`: no proposal of {ok.numel()} fell in the "
                                  "cap (widen the cap or raise kappa)")
             # draw more candidates per row when the cap accepts few (up to _MAX_PER_ROW per row)
             per_row = int(min(_MAX_PER_ROW, max(1, math.ceil(2.0 / max(rate, 1e-4)))))
+            # and at most about 4 million candidates per round (memory), however many rows are open
+            per_row = max(1, min(per_row, _MAX_CANDIDATES // max(1, todo.numel())))
         else:
             raise ValueError("`max_angle` is too small for `kappa`: the truncated sampler accepted too few "
                              "proposals (widen the cap or raise kappa)")
