@@ -19,7 +19,7 @@ from numtk._lib._rng import normalize_rng
 torch = import_optional("torch", purpose="numtk.torch (the PyTorch bridge)")
 
 __all__ = ["torch", "torch_generator", "check_tensor", "check_reduction", "reduce_loss", "check_same_device",
-           "torch_threads"]
+           "torch_threads", "check_callable"]
 
 #: the values of ``reduction=``, as in torch.nn.functional
 REDUCTIONS = ("mean", "sum", "none")
@@ -157,6 +157,27 @@ def check_reduction(reduction: Any, name: str = "reduction") -> str:
     if not isinstance(reduction, str) or reduction not in REDUCTIONS:
         raise ValueError(f"`{name}` must be one of 'mean', 'sum', 'none'; got {reduction!r}")
     return reduction
+
+
+def check_callable(fn: Any, name: str, *, optional: bool = False) -> Any:
+    """``fn`` must be callable (an nn.Module or a function), or None where ``optional``; returns it.
+
+    Examples
+    --------
+    >>> from numtk.torch._common import check_callable
+    >>> check_callable(abs, "model") is abs
+    True
+    >>> check_callable(3, "model")
+    Traceback (most recent call last):
+        ...
+    TypeError: `model` must be callable (an nn.Module or a function); got int
+    """
+    if fn is None and optional:
+        return None
+    if not callable(fn):
+        raise TypeError(f"`{name}` must be callable (an nn.Module or a function){' or None' if optional else ''}; "
+                        f"got {type(fn).__name__}")
+    return fn
 
 
 def reduce_loss(loss: "torch.Tensor", reduction: str) -> "torch.Tensor":

@@ -21,6 +21,7 @@ from typing import Any, Callable
 from numtk._lib import Result
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_bool, check_int, check_option, check_real, check_size
+from numtk.torch._common import check_callable as _check_callable
 from numtk.torch._common import check_reduction, check_tensor, reduce_loss, torch, torch_generator
 
 __all__ = ["spectral_contrastive_loss", "spectral_population_loss", "repa_loss", "build_projector",
@@ -55,15 +56,6 @@ def _check_pair(a: "torch.Tensor", b: "torch.Tensor", name_a: str, name_b: str) 
         raise TypeError(f"`{name_b}` must have the dtype of `{name_a}`, {a.dtype}; got {b.dtype}")
     if b.device != a.device:
         raise ValueError(f"`{name_b}` must be on the device of `{name_a}`, {a.device}; got {b.device}")
-
-
-def _check_callable(fn: Any, name: str, *, optional: bool = False) -> Any:
-    if fn is None and optional:
-        return None
-    if not callable(fn):
-        raise TypeError(f"`{name}` must be callable (an nn.Module or a function){' or None' if optional else ''}; "
-                        f"got {type(fn).__name__}")
-    return fn
 
 
 def _times(t: Any, name: str, like: "torch.Tensor") -> "torch.Tensor":
