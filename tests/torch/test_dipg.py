@@ -152,7 +152,9 @@ def test_imle_gradient_no_division_by_lambda():
 
 def test_imle_learns_the_k_smallest_costs():
     m, k = 12, 4
-    c = torch.randn(m, generator=gen(6), dtype=F64)
+    # a clear gap of 1 between the k-th and the (k+1)-th smallest cost
+    c = torch.cat([torch.linspace(-2.0, -1.0, k, dtype=F64), torch.linspace(0.0, 2.0, m - k, dtype=F64)])
+    c = c[torch.randperm(m, generator=gen(6))]
     theta = torch.zeros(m, dtype=F64, requires_grad=True)
     opt = torch.optim.SGD([theta], lr=0.1)
     g = gen(7)
@@ -181,29 +183,53 @@ def test_imle_determinism_and_validation():
         imle_topk(theta, 2, n_samples=0)
     with pytest.raises(ValueError, match="`noise_temperature`"):
         imle_topk(theta, 2, noise_temperature=float("nan"))
+    with pytest.raises(ValueError, match="`n_samples`"):      # n_samples x numel beyond the memory
+        imle_topk(torch.zeros(2**20), 1, n_samples=2**20, rng=0)
+    with pytest.raises(ValueError, match="`n_samples`"):
+        imle_topk(theta, 2, n_samples=2**20 + 1)
+
+
+@pytest.mark.skipif(not torch.backends.mps.is_available() and not torch.cuda.is_available(),
+                    reason="needs a second device")
+def test_generator_on_another_device():
+    dev = "cuda" if torch.cuda.is_available() else "mps"
+    with pytest.raises(ValueError, match="`rng`"):
+        imle_topk(torch.randn(5), 2, rng=torch.Generator(device=dev))
+    with pytest.raises(ValueError, match="`rng`"):
+        sum_of_gamma_noise(5, 2, rng=torch.Generator(device=dev), device="cpu")
 
 
 # --------------------------------------------------------------------------------------------------
 # screened top-k
 # --------------------------------------------------------------------------------------------------
 def test_screened_equals_full_topk_on_ten_thousand_instances():
+    # narrow bounds (w <= 0.3) screen most items out: the masked top-k gathers the active items into a block
+    # (its max(n_active) < m // 2 path); wide ones (w <= 2) leave many in and it solves in place
     g = gen(9)
-    m, n = 40, 2500
+    m, n = 60, 250
     total = 0
-    for k, ties in [(1, False), (5, True), (17, False), (40, True)]:
-        v = torch.randn(n, m, generator=g, dtype=F64)
-        if ties:
-            v = torch.round(v * 2)                       # many ties, inside and across the bounds
-        width = torch.rand(n, 1, generator=g, dtype=F64) * 2
-        lo = v - width * torch.rand(n, m, generator=g, dtype=F64)
-        hi = v + width * torch.rand(n, m, generator=g, dtype=F64)
-        r = screened_topk(v, k, lo, hi)
-        ref = topk_mask(v, k)
-        assert torch.equal(r.mask, ref)
-        assert bool((r.n_active >= k).all()) and r.widened == 0
-        assert bool((ref.bool() <= r.active).all())         # the winners are active
-        total += n
-    np.testing.assert_array_equal(r.mask[:50].numpy(), brute_topk(v[:50].numpy(), 40))
+    paths = set()
+    for k, ties, wmax in [(1, False, 0.3), (5, True, 0.3), (12, False, 0.3), (25, True, 2.0)]:
+        for _ in range(10):
+            v = torch.randn(n, m, generator=g, dtype=F64)
+            if ties:
+                v = torch.round(v * 2)                       # many ties, inside and across the bounds
+            width = torch.rand(n, 1, generator=g, dtype=F64) * wmax
+            lo = v - width * torch.rand(n, m, generator=g, dtype=F64)
+            hi = v + width * torch.rand(n, m, generator=g, dtype=F64)
+            r = screened_topk(v, k, lo, hi)
+            ref = topk_mask(v, k)
+            assert torch.equal(r.mask, ref)
+            assert bool((r.n_active >= k).all()) and r.widened == 0
+            assert bool((ref.bool() <= r.active).all())         # the winners are active
+            gather = int(r.n_active.max()) < m // 2
+            paths.add(gather)
+            if ties and gather:
+                # the tied case through the gather path against the brute-force top-k, k < m
+                np.testing.assert_array_equal(r.mask[:60].numpy(), brute_topk(v[:60].numpy(), k))
+                paths.add("tied gather")
+            total += n
+    assert paths == {True, False, "tied gather"}
     assert total == 10_000
 
 
@@ -303,8 +329,22 @@ def test_candidate_edges_validation():
     with pytest.raises(ValueError, match="`hops`"):
         candidate_edges(edges, 3, 0, hops=0)
     with pytest.raises(ValueError, match="`num_nodes`"):
-        candidate_edges(edges, 10**12, 0)
+        candidate_edges(edges, 2**62 + 1, 0)
     assert candidate_edges(edges, 3, 0, hops=2**63).nodes.tolist() == [0, 1, 2]
+
+
+def test_candidate_edges_memory_does_not_scale_with_num_nodes():
+    # ids far apart in a huge id space: the tables are sized by the ids that occur (the BFS is the oracle)
+    big = 2**31 - 1
+    ids = [0, 7, 2**20, 2**30, big - 1]
+    e = torch.tensor([[ids[0], ids[1], ids[2], ids[3]], [ids[1], ids[2], ids[3], ids[4]]])
+    r = candidate_edges(e, big, ids[2], hops=1)
+    assert r.nodes.tolist() == [ids[1], ids[2], ids[3]]
+    assert r.candidates.tolist() == [[ids[2], ids[2]], [ids[1], ids[3]]]
+    assert r.subgraph_edges.tolist() == [[ids[1], ids[2]], [ids[2], ids[3]]]
+    # an isolated target, not among the edges' ends
+    r = candidate_edges(e, big, 12345, hops=3)
+    assert r.nodes.tolist() == [12345] and r.candidates.shape == (2, 0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -441,8 +481,10 @@ def test_prompt_small_subgraphs_and_validation():
         DiscreteGraphPrompt(torch.nn.Identity(), 2)
     with pytest.raises(ValueError, match="`targets`"):
         model(x, edges, torch.tensor([4]))
-    with pytest.raises(ValueError, match="`targets`"):
+    with pytest.raises(TypeError, match="`targets`"):
         model(x, edges, torch.tensor([0.0]))
+    with pytest.raises(ValueError, match="`targets`"):
+        model(x, edges, torch.tensor([[0]]))
     with pytest.raises(ValueError, match="`edges`"):
         model(x, torch.tensor([[0], [9]]), torch.tensor([0]))
 
@@ -450,8 +492,59 @@ def test_prompt_small_subgraphs_and_validation():
 # --------------------------------------------------------------------------------------------------
 # the demo
 # --------------------------------------------------------------------------------------------------
+class _DropBNGCN(torch.nn.Module):
+    """A GCN-like GNN with Dropout and BatchNorm: eval mode matters for it."""
+
+    out_dim = 6
+
+    def __init__(self):
+        super().__init__()
+        self.gcn = GCN(5, 8, 6)
+        self.bn = torch.nn.BatchNorm1d(6)
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x, edges, edge_weight=None):
+        return self.drop(self.bn(self.gcn(x, edges, edge_weight)))
+
+
+def test_prompt_keeps_the_frozen_gnn_in_eval_mode():
+    x, edges = small_graph(3)
+    x = x.float()
+    gnn = _DropBNGCN().train()
+    model = DiscreteGraphPrompt(gnn, 2, score_hidden=8, num_classes=3)
+    assert not gnn.training
+    model.train()
+    assert model.training and model.scorer.training and not gnn.training
+    buffers = {name: b.clone() for name, b in gnn.named_buffers()}
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=0.1)
+    targets = torch.arange(8)
+    loss = torch.nn.functional.cross_entropy(model(x, edges, targets, rng=0), targets % 3)
+    loss.backward()
+    opt.step()
+    for name, b in gnn.named_buffers():                      # batch-norm statistics untouched
+        assert torch.equal(b, buffers[name]), name
+    # dropout off: the same noise gives the same logits, and they equal the eval-mode GNN's by hand
+    with torch.no_grad():
+        assert torch.equal(model(x, edges, targets, rng=1), model(x, edges, targets, rng=1))
+        h = gnn(x, edges)
+        gnn.eval()
+        assert torch.equal(h, gnn(x, edges))
+    model.eval()
+    model.train(True)
+    assert not gnn.training
+
+
+def test_gcn_edges_on_another_device():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    with pytest.raises(ValueError, match="`edges`"):
+        GCN(2, 3, 2)(torch.randn(3, 2), torch.tensor([[0], [1]], device="cuda"))
+
+
 def test_demo_small_run():
+    state = torch.random.get_rng_state()
     res = demo(steps=40, n_ego=60, rng=0)
+    assert torch.equal(torch.random.get_rng_state(), state)     # no global random state changed
     m = res.metrics
     assert set(res.keys()) >= {"metrics", "history", "wall_time"}
     assert set(m) >= {"dipg", "continuous", "none", "oracle", "k"}

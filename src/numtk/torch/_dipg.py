@@ -18,12 +18,13 @@ Pieces, each usable on its own:
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from numtk._lib import Result
 from numtk._lib._constraints import constraints
-from numtk._lib._validation import check_int, check_option, check_real
-from numtk.torch._common import check_tensor, torch, torch_generator
+from numtk._lib._validation import check_int, check_option, check_real, check_size
+from numtk.torch._common import check_same_device, check_tensor, torch, torch_generator
 
 __all__ = ["topk_mask", "sum_of_gamma_noise", "imle_topk", "screened_topk", "candidate_edges", "GCN",
            "DiscreteGraphPrompt"]
@@ -33,8 +34,10 @@ _MAX_ITER = 10**6
 _MAX_SAMPLES = 2**20
 #: the largest k of the noise and the prompt (a top-k over more items than the C int range is not meant)
 _MAX_K = 2**31 - 1
-#: the most nodes a graph may have (node ids are int64; tables of this length are allocated)
-_MAX_NODES = 2**31 - 1
+#: the most nodes a graph may have (node ids are int64; tables are sized by the ids that occur, not by this)
+_MAX_NODES = 2**62
+#: bytes per element of a sum-of-Gamma sample: three float64 temporaries and the output
+_GAMMA_BYTES = 32.0
 #: DiscreteGraphPrompt's training-time masks
 _MODES = ("imle", "sigmoid", "gumbel_sigmoid")
 
@@ -58,10 +61,18 @@ def _check_scores(scores: Any, name: str, *, allow_int: bool = True) -> "torch.T
 
 
 def _check_k(k: Any, m: int, name: str = "k") -> int:
-    k = check_int(k, name, minimum=0)
-    if k > m:
-        raise ValueError(f"`{name}` must be at most the number of items, {m}; got {k}")
-    return k
+    return check_int(k, name, minimum=0, maximum=m)
+
+
+def _generator(rng: Any, device: "torch.device") -> "torch.Generator":
+    """``torch_generator(rng)`` on ``device``; a given torch.Generator must live there."""
+    gen = torch_generator(rng, device=device)
+    device = torch.device(device)
+    if gen.device.type != device.type or (device.index is not None and gen.device.index is not None
+                                          and gen.device.index != device.index):
+        raise ValueError(f"`rng` must be a torch.Generator on {device} (the device of the tensors); got one on "
+                         f"{gen.device}")
+    return gen
 
 
 def _topk(scores: "torch.Tensor", k: int) -> "torch.Tensor":
@@ -139,15 +150,14 @@ def _gamma_sum(shape: tuple, k: float, n_iter: int, gen: "torch.Generator", dtyp
 
 
 def _check_shape(shape: Any) -> tuple:
-    if isinstance(shape, (int,)) and not isinstance(shape, bool):
+    if isinstance(shape, numbers.Integral) and not isinstance(shape, bool):
         shape = (shape,)
     if isinstance(shape, torch.Size):
         shape = tuple(shape)
     if not isinstance(shape, (tuple, list)):
         raise TypeError(f"`shape` must be an int or a tuple of ints; got {type(shape).__name__}")
     out = tuple(check_int(s, "shape", minimum=0) for s in shape)
-    if math.prod(out) > 2**40:
-        raise ValueError(f"`shape` {out} has more than 2**40 elements")
+    check_size(math.prod(out), _GAMMA_BYTES, "shape")
     return out
 
 
@@ -198,9 +208,7 @@ def sum_of_gamma_noise(shape: Any, k: int, n_iter: int = 10, *, rng: Any = None,
     """
     shape = _check_shape(shape)
     k = check_int(k, "k", minimum=1, maximum=_MAX_K)
-    n_iter = check_int(n_iter, "n_iter", minimum=1)
-    if n_iter > _MAX_ITER:
-        raise ValueError(f"`n_iter` must be at most {_MAX_ITER}; got {n_iter}")
+    n_iter = check_int(n_iter, "n_iter", minimum=1, maximum=_MAX_ITER)
     dtype = _dtype(dtype)
     if device is None:
         device = rng.device if isinstance(rng, torch.Generator) else torch.device("cpu")
@@ -209,7 +217,7 @@ def sum_of_gamma_noise(shape: Any, k: int, n_iter: int = 10, *, rng: Any = None,
             device = torch.device(device)
         except (TypeError, RuntimeError):
             raise TypeError(f"`device` must be a torch.device or a device string; got {device!r}") from None
-    gen = torch_generator(rng, device=device)
+    gen = _generator(rng, device)
     return _gamma_sum(shape, float(k), n_iter, gen, dtype, device)
 
 
@@ -293,12 +301,12 @@ def imle_topk(theta: "torch.Tensor", k: int, *, lam: float = 10.0, n_samples: in
                          "tensor")
     k = _check_k(k, theta.shape[-1])
     lam = check_real(lam, "lam", low=0.0)
-    n_samples = check_int(n_samples, "n_samples", minimum=1)
-    if n_samples > _MAX_SAMPLES:
-        raise ValueError(f"`n_samples` must be at most {_MAX_SAMPLES}; got {n_samples}")
+    n_samples = check_int(n_samples, "n_samples", minimum=1, maximum=_MAX_SAMPLES)
     tau = check_real(noise_temperature, "noise_temperature", low=0.0)
-    gen = torch_generator(rng, device=theta.device)
+    gen = _generator(rng, theta.device)
     shape = (n_samples, *theta.shape)
+    # the noise, the samples and the backward's target solve: a few float64 and theta-sized tensors each
+    check_size(n_samples * theta.numel(), _GAMMA_BYTES + 4 * theta.element_size(), "n_samples")
     if tau == 0.0 or k == 0 or theta.numel() == 0:
         eps = torch.zeros(shape, dtype=theta.dtype, device=theta.device)
     else:
@@ -557,8 +565,13 @@ def candidate_edges(edges: "torch.Tensor", num_nodes: int, target: int, hops: in
     if target >= num_nodes:
         raise ValueError(f"`target` must be a node id in [0, {num_nodes}) (`num_nodes`); got {target}")
     hops = check_int(hops, "hops", minimum=1)
-    hops = min(hops, num_nodes)
-    nodes = _reach(edges, num_nodes, torch.tensor([target], device=edges.device), hops)
+    # relabel the ids that occur (the edges' ends and the target) to 0..n'-1: every table is O(E), whatever
+    # num_nodes
+    ids = torch.unique(torch.cat([edges.reshape(-1), torch.tensor([target], device=edges.device)]))
+    local = torch.searchsorted(ids, edges.reshape(-1)).reshape(edges.shape)
+    t_local = torch.searchsorted(ids, torch.tensor([target], device=edges.device))
+    n_local = ids.numel()
+    nodes = ids[_reach(local, n_local, t_local, min(hops, n_local))]
     others = nodes[nodes != target]
     candidates = torch.stack([torch.full_like(others, target), others])
     keep = torch.isin(edges[0], nodes) & torch.isin(edges[1], nodes)
@@ -636,12 +649,14 @@ class GCN(torch.nn.Module):
             raise TypeError(f"`x` must have the dtype of the module's parameters, {self.lin1.weight.dtype}; got "
                             f"{x.dtype} (convert the module with .to(dtype) or the features)")
         edges = _check_edges(edges, x.shape[0], nodes_of="x")
+        check_same_device(x=x, edges=edges)
         if edge_weight is None:
             edge_weight = torch.ones(edges.shape[1], dtype=x.dtype, device=x.device)
         else:
             check_tensor(edge_weight, "edge_weight", shape=(edges.shape[1],))
             if edge_weight.numel() and bool((edge_weight < 0).any()):
                 raise ValueError("`edge_weight` must be >= 0")
+            check_same_device(x=x, edge_weight=edge_weight)
             edge_weight = edge_weight.to(x.dtype)
         return self._forward(x, edges, edge_weight)
 
@@ -738,18 +753,24 @@ class DiscreteGraphPrompt(torch.nn.Module):
         embed_dim = _module_dims(embed_dim, "embed_dim")
         num_classes = embed_dim if num_classes is None else _module_dims(num_classes, "num_classes")
         self.hops = check_int(hops, "hops", minimum=1)
-        self.n_samples = check_int(n_samples, "n_samples", minimum=1)
-        if self.n_samples > _MAX_SAMPLES:
-            raise ValueError(f"`n_samples` must be at most {_MAX_SAMPLES}; got {self.n_samples}")
+        self.n_samples = check_int(n_samples, "n_samples", minimum=1, maximum=_MAX_SAMPLES)
         self.noise_temperature = check_real(noise_temperature, "noise_temperature", low=0.0)
         self.mode = check_option(mode, "mode", _MODES)
         self.temperature = check_real(temperature, "temperature", low=0.0, low_open=True)
         for p in self.gnn.parameters():
             p.requires_grad_(False)
+        self.gnn.eval()
         self.scorer = torch.nn.Sequential(torch.nn.Linear(embed_dim, score_hidden), torch.nn.ReLU(),
                                           torch.nn.Linear(score_hidden, 1))
         self.head = torch.nn.Linear(embed_dim, num_classes)
         self.last_mask = self.last_scores = None
+
+    def train(self, mode: bool = True) -> "DiscreteGraphPrompt":
+        """Set the training mode of the score MLP and the head; the frozen GNN stays in evaluation mode (its
+        dropout off, its batch-norm statistics fixed) whatever ``mode``."""
+        super().train(mode)
+        self.gnn.eval()
+        return self
 
     # the batch of subgraphs ------------------------------------------------------------------------
     def _check_inputs(self, x, edges, targets):
@@ -759,8 +780,10 @@ class DiscreteGraphPrompt(torch.nn.Module):
         edges = _check_edges(edges, x.shape[0], nodes_of="x")
         if not isinstance(targets, torch.Tensor):
             raise TypeError(f"`targets` must be a torch.Tensor of node ids; got {type(targets).__name__}")
-        if targets.dtype not in (torch.int32, torch.int64) or targets.ndim != 1:
-            raise ValueError(f"`targets` must be a 1-D int32 or int64 tensor; got {targets.ndim}-D {targets.dtype}")
+        if targets.dtype not in (torch.int32, torch.int64):
+            raise TypeError(f"`targets` must hold int32 or int64 node ids; got dtype {targets.dtype}")
+        if targets.ndim != 1:
+            raise ValueError(f"`targets` must be a 1-D tensor of node ids; got {targets.ndim}-D")
         if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= x.shape[0]):
             raise ValueError(f"`targets` must hold node ids in [0, {x.shape[0]}) (the rows of `x`)")
         if edges.device != x.device or targets.device != x.device:
@@ -818,7 +841,7 @@ class DiscreteGraphPrompt(torch.nn.Module):
     def _mask(self, theta, rng):
         if not self.training:
             return _topk(theta, self.k).unsqueeze(0)
-        gen = torch_generator(rng, device=theta.device)
+        gen = _generator(rng, theta.device)
         if self.mode != "imle":
             logits = theta
             if self.mode == "gumbel_sigmoid":
@@ -827,6 +850,7 @@ class DiscreteGraphPrompt(torch.nn.Module):
                 logits = theta + torch.log(u) - torch.log1p(-u)
             return torch.sigmoid(logits / self.temperature).unsqueeze(0)
         shape = (self.n_samples, *theta.shape)
+        check_size(self.n_samples * theta.numel(), _GAMMA_BYTES + 4 * theta.element_size(), "n_samples")
         if self.noise_temperature == 0.0:
             eps = torch.zeros(shape, dtype=theta.dtype, device=theta.device)
         else:
@@ -901,6 +925,7 @@ class DiscreteGraphPrompt(torch.nn.Module):
                        embeddings: Any = None) -> "torch.Tensor":
         """The k nodes the evaluation-time mask ``topk(theta)`` connects to each target, shape ``(T, k)``
         (``-1`` where a subgraph has fewer than k candidates), in candidate order."""
-        r = self.scores(x, edges, targets, embeddings=embeddings)
-        mask = _topk(r.theta.detach(), self.k).bool()
+        with torch.no_grad():
+            r = self.scores(x, edges, targets, embeddings=embeddings)
+            mask = _topk(r.theta, self.k).bool()
         return r.candidates[mask].reshape(r.theta.shape[0], self.k)
