@@ -14,12 +14,23 @@ the class-mates). Prompts, each with a trained linear head, on held-out targets:
 
 - DiP-G (:class:`~numtk.torch.dipg.DiscreteGraphPrompt`, ``mode="imle"``): hard k-sparse masks in training
   (perturbed top-k, I-MLE gradient, ``lam = 10`` on the summed cross-entropy) and ``topk(theta)`` at test;
-- a continuous prompt in the style of GraphTOP (``mode="gumbel_sigmoid"``): soft weights on every candidate in
-  training, the temperature annealed linearly 0.97 -> 0.03, GraphTOP's entropy (2) and sparsity (10) terms with
-  the sparsity pulling the share of edges to ``k / M``, and the same hard ``topk(theta)`` at test;
+- a continuous prompt in the style of GraphTOP (``mode="gumbel_sigmoid"``): soft weights
+  ``sigmoid((theta + logistic noise) / T)`` on every candidate in training, ``T`` annealed linearly
+  0.97 -> 0.03, an entropy (weight 0.2) and a sparsity (weight 2) term, and the same hard ``topk(theta)`` at
+  test;
 - no prompt (the frozen GCN and a trained head) and the oracle prompt (the planted class-mates).
 
-Metrics: test accuracy and the recall of planted class-mates among the k chosen nodes.
+Departures from GraphTOP in the continuous baseline, each to make it a fair one here: the sparsity term pulls
+the expected share of prompt edges to ``k / M`` (the share the top-k keeps) instead of GraphTOP's 1/2; the
+extra ``sigmoid(. / 0.2)`` GraphTOP applies to the scores is dropped (the mask's own temperature plays its
+part); the entropy and sparsity terms act on the mask's weights at the current temperature,
+``sigmoid(theta / T)``, with weights 0.2 and 2 instead of GraphTOP's 2 and 10. With the terms at temperature 1
+and GraphTOP's weights the baseline collapsed to no prompt (no candidate weighted above 1/2 after training,
+its accuracy that of no prompt), which measured the regularisers, not the discretisation.
+
+Metrics: test accuracy (hard top-k prompt), the recall of planted class-mates among the k chosen nodes, and for
+the continuous prompt its accuracy with its training-time soft weights and its number of candidates per target
+weighted above 1/2 (so that a collapse, or a gap between soft training and hard test, shows).
 """
 
 from __future__ import annotations
@@ -99,11 +110,16 @@ def _planted(n_ego: int, C: int, k: int, hubs: int, leaves: int, signal: float, 
     return x, np.array([src + dst, dst + src]), np.array(labels), np.array(targets), np.array(planted)
 
 
+#: the continuous prompt's regularisers: (entropy weight, sparsity weight)
+_REG = (0.2, 2.0)
+
+
 def _train_prompt(model, x, edges, tr, ytr, steps, seed, lr, continuous):
     """Adam on the score MLP and the head. DiP-G: summed cross-entropy (the I-MLE target moves by ``lam`` times
-    each target's own gradient). Continuous: GraphTOP's loss, mean cross-entropy plus the entropy (2) and
-    sparsity (10) terms, the sparsity pulling the expected share of edges to ``k / M`` (GraphTOP: 1/2), and the
-    Gumbel-sigmoid temperature annealed linearly from 0.97 to 0.03."""
+    each target's own gradient). Continuous: GraphTOP's form of loss, mean cross-entropy plus the entropy and
+    sparsity terms (weights ``_REG``) on ``sigmoid(theta / T)``, the sparsity pulling the expected share of
+    edges to ``k / M`` (GraphTOP: 1/2), and the Gumbel-sigmoid temperature annealed linearly from 0.97 to
+    0.03."""
     opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
     g = torch.Generator().manual_seed(seed)
     h = model.embed(x, edges)
@@ -120,12 +136,13 @@ def _train_prompt(model, x, edges, tr, ytr, steps, seed, lr, continuous):
             loss = ce
             theta = model.last_scores
             valid = torch.isfinite(theta)
-            p = torch.sigmoid(torch.where(valid, theta, torch.zeros_like(theta)))
+            # the regularisers act on the mask's own weights, sigmoid(theta / T) at the current temperature
+            p = torch.sigmoid(torch.where(valid, theta, torch.zeros_like(theta)) / model.temperature)
             ent = -(p * torch.log(p + 1e-10) + (1 - p) * torch.log(1 - p + 1e-10))
             count = valid.sum(1)
             share = (p * valid).sum(1) / count
-            loss = (loss + 2.0 * (ent * valid).sum() / valid.sum()
-                    + 10.0 * ((share - model.k / count) ** 2).mean())
+            loss = (loss + _REG[0] * (ent * valid).sum() / valid.sum()
+                    + _REG[1] * ((share - model.k / count) ** 2).mean())
         else:
             loss = ce * len(tr)
         loss.backward()
@@ -135,13 +152,26 @@ def _train_prompt(model, x, edges, tr, ytr, steps, seed, lr, continuous):
 
 
 def _evaluate(model, x, edges, te, yte, planted_te):
+    """Test accuracy with the hard top-k, recall of class-mates; for a continuous prompt also the accuracy with
+    its training-time soft weights (noise-free ``sigmoid(theta / T)`` at the final temperature) and the number
+    of candidates per target whose soft weight exceeds 1/2."""
     model.eval()
     with torch.no_grad():
         acc = float((model(x, edges, te).argmax(1) == yte).double().mean())
         sel = model.selected_nodes(x, edges, te).numpy()
     k = planted_te.shape[1]
     recall = float(np.mean([len(set(s.tolist()) & set(p.tolist())) / k for s, p in zip(sel, planted_te)]))
-    return acc, recall
+    out = {"accuracy": acc, "recall": recall}
+    if model.mode != "imle":
+        mode, model.mode = model.mode, "sigmoid"
+        model.train()
+        with torch.no_grad():
+            out["soft_accuracy"] = float((model(x, edges, te).argmax(1) == yte).double().mean())
+            w = model.last_mask[0]
+        model.mode = mode
+        model.eval()
+        out["soft_edges"] = float((w > 0.5).sum(1).double().mean())
+    return out
 
 
 def _check_steps(steps: Any) -> int | None:
@@ -157,7 +187,8 @@ def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any 
     steps : int, optional
         Training steps of each prompt (default 200; the tour's quick run: 100 on 160 ego networks).
     rng : None, int or numpy.random.Generator
-        The graph, the pre-training and the prompts' initialisation and noise.
+        The graph, the random frozen GCN, the heads' and prompts' initialisation and the noise (torch's global
+        random state is left as it was).
     progress : bool
         Print one line per prompt.
     n_ego : int, optional
@@ -168,13 +199,27 @@ def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any 
     Result
         metrics : dict
             Per prompt ``"dipg"``, ``"continuous"``, ``"none"``, ``"oracle"``: a dict with ``accuracy`` (on the
-            test targets) and, for the two learned prompts, ``recall`` (the share of planted class-mates among
-            the k chosen nodes) and ``train_time`` (s); also ``k``, ``candidates`` (per target) and ``n_test``.
+            test targets, the hard top-k prompt) and, for the two learned prompts, ``recall`` (the share of
+            planted class-mates among the k chosen nodes) and ``train_time`` (s); for ``"continuous"`` also
+            ``soft_accuracy`` (with its noise-free soft weights at the final temperature) and ``soft_edges``
+            (candidates per test target weighted above 1/2); also ``k``, ``candidates`` (per target) and
+            ``n_test``.
         history : dict of list
             ``"dipg"`` and ``"continuous"``: the training cross-entropy per step, mean over the training
             targets, without the continuous prompt's regularisers.
         wall_time : float
             Seconds for the whole demo.
+
+    Examples
+    --------
+    >>> from numtk.torch.dipg import demo
+    >>> r = demo(steps=2, n_ego=8, rng=0)
+    >>> sorted(r.metrics)
+    ['candidates', 'continuous', 'dipg', 'k', 'n_test', 'none', 'oracle']
+    >>> sorted(r.metrics["continuous"])
+    ['accuracy', 'recall', 'soft_accuracy', 'soft_edges', 'train_time']
+    >>> len(r.history["dipg"]), r.metrics["n_test"]
+    (2, 4)
     """
     steps = _check_steps(steps) or _DEFAULT["steps"]
     n_ego = _DEFAULT["n_ego"] if n_ego is None else check_int(n_ego, "n_ego", minimum=4, maximum=10**5)
@@ -188,9 +233,11 @@ def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any 
     with torch_threads(1):
         x, e, y, targets, planted = _planted(n_ego, C, k, 2, 4, 1.0, 0.35, 3.0, 0.5, gen)
         x, edges, y = torch.tensor(x, dtype=torch.float32), torch.tensor(e), torch.tensor(y)
-        # the frozen GNN: a random GCN, wide enough that its embedding keeps the features' information
-        torch.manual_seed(int(seeds[0]))
-        gnn = GCN(x.shape[1], 256, 128)
+        # the frozen GNN: a random GCN, wide enough that its embedding keeps the features' information; the
+        # modules initialise from torch's global generator, forked here and restored on exit
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seeds[0]))
+            gnn = GCN(x.shape[1], 256, 128)
         half = n_ego // 2
         tr, te = torch.tensor(targets[:half]), torch.tensor(targets[half:])
         ytr, yte = y[tr], y[te]
@@ -202,8 +249,9 @@ def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any 
                 ed = torch.cat([edges, torch.tensor(add), torch.tensor(add[::-1].copy())], dim=1)
             with torch.no_grad():
                 h = gnn(x, ed)
-            torch.manual_seed(int(seeds[1]))
-            head = torch.nn.Linear(gnn.out_dim, C)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(int(seeds[1]))
+                head = torch.nn.Linear(gnn.out_dim, C)
             opt = torch.optim.Adam(head.parameters(), lr=0.05)
             for _ in range(200):
                 opt.zero_grad()
@@ -213,15 +261,15 @@ def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any 
                 out[name] = {"accuracy": float((head(h[te]).argmax(1) == yte).double().mean())}
         # the two learned prompts
         for name, mode in (("dipg", "imle"), ("continuous", "gumbel_sigmoid")):
-            gnn.requires_grad_(False)
-            torch.manual_seed(int(seeds[2]))
-            model = DiscreteGraphPrompt(gnn, k, score_hidden=32, lam=10.0, mode=mode, num_classes=C)
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(int(seeds[2]))
+                model = DiscreteGraphPrompt(gnn, k, score_hidden=32, lam=10.0, mode=mode, num_classes=C)
             t0 = time.perf_counter()
             history[name] = _train_prompt(model, x, edges, tr, ytr, steps, int(seeds[3]), 0.03, mode != "imle")
-            acc, rec = _evaluate(model, x, edges, te, yte, torch.tensor(planted[half:]).numpy())
-            out[name] = {"accuracy": acc, "recall": rec, "train_time": time.perf_counter() - t0}
+            out[name] = _evaluate(model, x, edges, te, yte, planted[half:])
+            out[name]["train_time"] = time.perf_counter() - t0
             if progress:
-                print(f"{name}: accuracy {acc:.3f}, recall {rec:.3f}")
+                print(f"{name}: " + ", ".join(f"{key} {v:.3f}" for key, v in out[name].items()))
     out["k"] = k
     out["candidates"] = 2 + 2 * 4
     out["n_test"] = int(len(te))
@@ -237,13 +285,18 @@ def run(*, quick: bool = True, out: Callable[[str], Any] = print, plot: Any = No
     m = res.metrics
     out(f"DiP-G on a planted graph: {m['n_test']} test targets, k = {m['k']} planted class-mates each "
         f"({settings['steps']} steps, {res.wall_time:.1f} s)")
-    out(f"{'prompt':<36}{'accuracy':>10}{'recall':>10}")
+    out(f"{'prompt':<36}{'accuracy':>10}{'recall':>10}{'soft acc':>10}{'w > 1/2':>9}")
     labels = {"dipg": "DiP-G (hard, I-MLE)", "continuous": "continuous (Gumbel-sigmoid) + top-k",
               "none": "no prompt", "oracle": "oracle (the planted class-mates)"}
     rows = []
     for key in ("dipg", "continuous", "none", "oracle"):
         rec = m[key].get("recall", 1.0 if key == "oracle" else None)
-        out(f"{labels[key]:<36}{m[key]['accuracy']:>10.3f}{'-' if rec is None else f'{rec:.3f}':>10}")
+        soft = m[key].get("soft_accuracy")
+        edges = m[key].get("soft_edges")
+        out(f"{labels[key]:<36}{m[key]['accuracy']:>10.3f}{'-' if rec is None else f'{rec:.3f}':>10}"
+            f"{'-' if soft is None else f'{soft:.3f}':>10}{'-' if edges is None else f'{edges:.2f}':>9}")
+    out("(accuracy: hard top-k prompt at test; soft acc, w > 1/2: the continuous prompt with its training-time "
+        "soft weights, and its candidates per target weighted above 1/2)")
     rows.append({"area": "torch", "method": "dipg", "n": m["n_test"],
                  "result": f"acc {m['dipg']['accuracy']:.2f}, recall {m['dipg']['recall']:.2f}",
                  "vs anchor": f"continuous acc {m['continuous']['accuracy']:.2f}, recall "

@@ -263,6 +263,10 @@ def imle_topk(theta: "torch.Tensor", k: int, *, lam: float = 10.0, n_samples: in
     (no division by ``lam``, as in the I-MLE code). The gradient is zero when ``lam * g`` does not change the
     top-k set: ``lam`` is a real hyperparameter. A :class:`torch.autograd.Function` underneath.
 
+    With ``n_samples = S > 1`` and a loss that averages the samples, each ``g_s`` carries a factor ``1/S``, so
+    the target step per sample is effectively ``lam / S`` (as in torch-imle); scale ``lam`` with ``S`` to keep
+    it.
+
     Parameters
     ----------
     theta : torch.Tensor, shape ``(..., m)``
@@ -604,7 +608,11 @@ class GCN(torch.nn.Module):
 
     ``GCN(x) = A_hat relu(A_hat x W1 + b1) W2 + b2`` with ``A_hat = D^-1/2 (A + I) D^-1/2``, ``A[dst, src]``
     the summed weights of the edges ``src -> dst`` and ``D`` the diagonal of the row sums of ``A + I``.
-    Edge weights (``>= 0``) let a mask weight added edges; an undirected graph lists both directions.
+    Edge weights (``>= 0``) let a mask weight added edges.
+
+    Messages pass only along the listed directions (``src -> dst``): an undirected graph lists each edge in
+    both directions. The identity is added on top of whatever the edges hold: a listed self-loop ``v -> v``
+    adds its weight to the unit self-loop (no deduplication).
 
     Parameters
     ----------
@@ -707,7 +715,8 @@ class DiscreteGraphPrompt(torch.nn.Module):
     hops : int
         The subgraph radius.
     n_samples, noise_temperature : int, float
-        I-MLE's samples (their logits are averaged) and noise temperature.
+        I-MLE's samples (their logits are averaged, so the effective I-MLE target step is ``lam / n_samples``,
+        as in torch-imle) and noise temperature.
     mode : {"imle", "sigmoid", "gumbel_sigmoid"}
         The training-time mask: DiP-G's hard I-MLE top-k, or, for comparison, a continuous prompt in the style
         of GraphTOP: soft weights ``sigmoid(theta / temperature)`` on every candidate (with logistic noise for
