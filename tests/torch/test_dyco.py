@@ -108,6 +108,67 @@ def test_vaa_nonlinear_direction_matches_finite_difference_power_iteration():
         np.testing.assert_allclose(r[i].numpy(), (g / g.norm()).numpy(), rtol=1e-9, atol=1e-12)
 
 
+def _mlp(dtype, seed=0):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(256, 32), torch.nn.Tanh(),
+                                  torch.nn.Linear(32, 16))
+    return net.to(dtype)
+
+
+def _one_step_float64(model64, x, d0, divergence):
+    """The float64 direction after one power step from d0, written out: the gradient of 1 - cos or of the
+    squared distance at r = h d0 with a tiny step (1e-7 of each item's norm), normalised per item."""
+    x = x.double()
+    h = 1e-7 * x.flatten(1).norm(dim=1)[:, None, None]
+    with torch.no_grad():
+        a = model64(x)
+    r = (h * d0.double()).requires_grad_(True)
+    b = model64(x + r)
+    if divergence == "cosine":
+        dist = (1 - (a * b).sum(1) / (a.norm(dim=1) * b.norm(dim=1))).sum()
+    else:
+        dist = ((b - a) ** 2).sum()
+    (g,) = torch.autograd.grad(dist, r)
+    return g.flatten(1) / g.flatten(1).norm(dim=1, keepdim=True)
+
+
+def test_vaa_float32_default_step_on_scaled_windows_matches_float64():
+    # L1-normalised windows (norm about 0.09) and the same windows scaled by 100: the float32 direction with
+    # the default (relative) step agrees with the float64 one-step direction from the same initial draw
+    from numtk.datasets import rml2016_like
+
+    X = torch.from_numpy(rml2016_like(2, snr_db=(10,), rng=0).X)            # float32, (22, 2, 128)
+    m32, m64 = _mlp(torch.float32), _mlp(F64)
+    d0 = torch.randn(X.shape, generator=gen(4))                            # the draw the function makes
+    d0 = d0 / d0.flatten(1).norm(dim=1)[:, None, None]
+    for scale in (1.0, 100.0):
+        for div in ("cosine", "squared"):
+            x32 = X * scale
+            ref = _one_step_float64(m64, x32, d0, div)
+            r32 = virtual_adversarial_perturbation(m32, x32, eps=0.1, divergence=div, rng=4).double().flatten(1)
+            assert bool((r32.norm(dim=1) > 0).all())
+            cos = (r32 * ref).sum(1) / r32.norm(dim=1)
+            assert float(cos.min()) > 0.999, (scale, div, cos)
+            if scale == 1.0 and div == "cosine":
+                # the spec's absolute 1e-6 is far below these windows' float32 resolution: a poor direction
+                old = virtual_adversarial_perturbation(m32, x32, eps=0.1, xi=1e-6, relative=False, divergence=div,
+                                                       rng=4).double().flatten(1)
+                assert float(((old * ref).sum(1) / old.norm(dim=1)).min()) < 0.9
+    # the step rounded away entirely (x + h d == x in float32): a ValueError naming `xi`, not zeros
+    with pytest.raises(ValueError, match="`xi`"):
+        virtual_adversarial_perturbation(m32, X * 100, xi=1e-12, divergence="squared", rng=4)
+
+
+def test_vaa_model_without_dependence_on_x():
+    x = torch.randn(3, 4, dtype=F64, generator=gen(0))
+    const = torch.ones(3, 2, dtype=F64, requires_grad=True)
+    with pytest.raises(ValueError, match="`model`"):
+        virtual_adversarial_perturbation(lambda v: const * 1.0, x, rng=0)
+    with pytest.raises(ValueError, match="`model`"):
+        virtual_adversarial_perturbation(lambda v: torch.ones(3, 2, dtype=F64), x, rng=0)
+
+
 def test_vaa_validation():
     x = torch.randn(2, 3)
     f = torch.nn.Identity()
@@ -159,6 +220,9 @@ def test_consistency_validation():
         consistency_loss(z, z, reduction="avg")
     with pytest.raises(ValueError, match="`z_clean`"):
         consistency_loss(torch.randn(3), z)
+    for shape in ((0, 2), (3, 0), (0, 0)):
+        with pytest.raises(ValueError, match="`z_clean`"):
+            consistency_loss(torch.zeros(shape), torch.zeros(shape), kind="kl")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -458,6 +522,12 @@ def test_prototype_accuracy_against_bruteforce():
         got = prototype_accuracy(torch.tensor(tz), torch.tensor(ty), torch.tensor(qz), torch.tensor(qy))
         assert got == pytest.approx(nearest_mean_numpy(tz, ty, qz, qy), abs=1e-12)
         assert 0.3 < got < 1.0
+    # many classes, a few shots each (class means by index_add, no dense membership matrix)
+    ty = rs.integers(0, 2000, 600) * 3
+    tz = rs.standard_normal((600, 4))
+    qz = tz[:80] + 0.01 * rs.standard_normal((80, 4))
+    got = prototype_accuracy(torch.tensor(tz), torch.tensor(ty), torch.tensor(qz), torch.tensor(ty[:80]))
+    assert got == pytest.approx(nearest_mean_numpy(tz, ty, qz, ty[:80]), abs=1e-12)
     # a test label absent from the support counts as an error
     assert prototype_accuracy(torch.eye(2), torch.tensor([0, 1]), torch.eye(2), torch.tensor([0, 5])) == 0.5
 
@@ -504,6 +574,50 @@ def test_dyco_loss_reduces_to_nt_xent():
     assert float(loss) == pytest.approx(ref, rel=1e-10)
 
 
+@pytest.mark.parametrize("consistency, tau_cons", [("cosine", 1.0), ("kl", 0.5)])
+def test_dyco_loss_value_with_adversarial_view(consistency, tau_cons):
+    # the documented draw order replayed with one generator: v1, v2, then the perturbation's initial
+    # direction; NT-Xent and the consistency term written out in NumPy
+    kw = dict(tau=0.2, lam_cons=0.7, eps=0.1, n_power=2, consistency=consistency, tau_cons=tau_cons)
+    model = small_model(**kw)
+    x = torch.randn(6, 2, 32, dtype=F64, generator=gen(3))
+    loss, parts = model.loss(x, rng=5, parts=True)
+    g = torch.Generator().manual_seed(5)
+    v1, v2 = model.augment(x, rng=g), model.augment(x, rng=g)
+    r = virtual_adversarial_perturbation(model, v2, eps=0.1, n_power=2, divergence="cosine", relative=True,
+                                         tau=tau_cons, rng=g)
+    assert float(r.flatten(1).norm(dim=1).min()) > 0
+    with torch.no_grad():
+        z1, z2, zc = model(v1).numpy(), model(v2 + r).numpy(), model(v2).numpy()
+    nce = nt_xent_numpy(z1, z2, 0.2)
+    if consistency == "cosine":
+        cons = np.mean(1 - (zc * z2).sum(1) / np.linalg.norm(zc, axis=1) / np.linalg.norm(z2, axis=1))
+    else:
+        def log_softmax(z):
+            z = z / tau_cons
+            return z - z.max(1, keepdims=True) - np.log(np.exp(z - z.max(1, keepdims=True)).sum(1, keepdims=True))
+        lp, lq = log_softmax(zc), log_softmax(z2)
+        cons = np.mean((np.exp(lp) * (lp - lq)).sum(1))
+    assert parts["nce"] == pytest.approx(nce, rel=1e-10)
+    assert parts["cons"] == pytest.approx(cons, rel=1e-9)
+    assert float(loss) == pytest.approx(nce + 0.7 * cons, rel=1e-10)
+
+
+def test_consistency_adversarial_exceeds_random_of_same_norm():
+    model = small_model()
+    x = torch.randn(16, 2, 32, dtype=F64, generator=gen(6))
+    r_adv = virtual_adversarial_perturbation(model, x, eps=0.05, n_power=2, rng=1)
+    with torch.no_grad():
+        zc = model(x)
+        adv = float(consistency_loss(zc, model(x + r_adv)))
+        rand = []
+        for seed in range(5):
+            d = torch.randn(x.shape, dtype=F64, generator=gen(100 + seed))
+            d = d * (r_adv.flatten(1).norm(dim=1) / d.flatten(1).norm(dim=1))[:, None, None]
+            rand.append(float(consistency_loss(zc, model(x + d))))
+    assert adv > 2 * np.mean(rand), (adv, rand)
+
+
 def test_dyco_loss_finite_differentiable_parts():
     model = small_model(eps=0.1, xi=1e-4, n_power=2)
     x = torch.randn(6, 2, 32, dtype=F64, generator=gen(1))
@@ -527,8 +641,19 @@ def test_dyco_augment():
     assert not torch.allclose(v, x)
 
 
+def test_dyco_augment_noise_level():
+    # I and Q each get noise of standard deviation noise * rho / sqrt(2), rho the RMS of the 2L entries
+    model = small_model(phase=False, cfo=0.0, max_shift=0, noise=0.5)
+    x = torch.randn(200, 2, 32, dtype=F64, generator=gen(7)) * torch.linspace(0.1, 3.0, 200, dtype=F64)[:, None, None]
+    rho = x.pow(2).mean((1, 2)).sqrt()
+    n = (model.augment(x, rng=1) - x) / rho[:, None, None]
+    assert float(n.pow(2).mean()) == pytest.approx(0.5 ** 2 / 2, rel=0.03)
+
+
 def test_dyco_validation():
     enc = torch.nn.Identity()
+    with pytest.raises(ValueError, match="`tau_cons`"):
+        DyCoCL(enc, enc, tau_cons=0.0)
     with pytest.raises(TypeError, match="`encoder`"):
         DyCoCL(3, enc)
     with pytest.raises(ValueError, match="`tau`"):
@@ -556,6 +681,14 @@ def test_demo_small():
     for key in ("dyco_1shot", "simclr_1shot", "random_1shot"):
         assert 0.0 <= m[key] <= 1.0
     assert res.wall_time > 0
+
+
+def test_fused_encoder_rng_kinds():
+    from numtk.torch._demo_dyco import FusedEncoder
+
+    for make in (lambda: np.random.default_rng(3), lambda: torch.Generator().manual_seed(3), lambda: 3):
+        a, b = FusedEncoder(rng=make()), FusedEncoder(rng=make())
+        assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
 
 
 @pytest.mark.slow

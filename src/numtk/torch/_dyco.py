@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_bool, check_int, check_option, check_real, check_size
+from numtk.torch._common import check_callable as _check_callable
 from numtk.torch._common import (check_reduction, check_same_device, check_tensor, reduce_loss, torch,
                                  torch_generator)
 from numtk.torch._contrastive import info_nce
@@ -52,12 +53,6 @@ EXPERT_FEATURES = (
 # --------------------------------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------------------------------
-def _check_callable(fn: Any, name: str) -> Any:
-    if not callable(fn):
-        raise TypeError(f"`{name}` must be callable (an nn.Module or a function); got {type(fn).__name__}")
-    return fn
-
-
 @contextlib.contextmanager
 def _seeded(rng: Any):
     """Initialise parameters inside the block from ``rng`` (None: torch's global state, unchanged use);
@@ -115,7 +110,8 @@ def _divergence(z_clean: "torch.Tensor", z: "torch.Tensor", kind: str, tau: floa
 # --------------------------------------------------------------------------------------------------
 @constraints(model="callable", x="tensor", eps="real>=0", xi="real>0", n_power="int>=0", divergence="option",
              relative="bool", tau="real>0", rng="rng")
-def virtual_adversarial_perturbation(model: Callable, x: "torch.Tensor", *, eps: float = 0.05, xi: float = 1e-6,
+def virtual_adversarial_perturbation(model: Callable, x: "torch.Tensor", *, eps: float = 0.05,
+                                     xi: float | None = None,
                                      n_power: int = 1, divergence: str = "cosine", relative: bool = True,
                                      tau: float = 1.0, rng: Any = None) -> "torch.Tensor":
     r"""The virtual adversarial perturbation of a batch: the direction that most changes ``model``'s output
@@ -124,9 +120,10 @@ def virtual_adversarial_perturbation(model: Callable, x: "torch.Tensor", *, eps:
     With :math:`z_0 = \mathrm{sg}(g(x))` (computed once under ``no_grad``: the clean branch is detached),
     :math:`d \sim N(0, I)` normalised per item, ``n_power`` times
 
-    .. math:: d \leftarrow \frac{\nabla_r D(z_0, g(x + r))|_{r = \xi d}}{\|\cdot\|} \quad \text{(per item)},
+    .. math:: d \leftarrow \frac{\nabla_r D(z_0, g(x + r))|_{r = h d}}{\|\cdot\|} \quad \text{(per item)},
 
-    and :math:`r_{adv} = \varepsilon\, d\, \|x\|` (``relative``; the norm of each item) or
+    with the finite-difference step :math:`h = \xi \|x\|` (``relative``) or :math:`h = \xi`, and
+    :math:`r_{adv} = \varepsilon\, d\, \|x\|` (``relative``; the norm of each item) or
     :math:`\varepsilon\, d`. For small :math:`\xi` each step is a power-iteration step on the Hessian of
     :math:`D(z_0, g(x + \cdot))` at 0 (for the squared distance and a linear map :math:`g(x) = Wx`, on
     :math:`W^\top W`: ``d`` converges to the top right singular vector of W).
@@ -140,10 +137,14 @@ def virtual_adversarial_perturbation(model: Callable, x: "torch.Tensor", *, eps:
         The inputs, floating point; B >= 1.
     eps : float, default 0.05
         The radius; 0 returns zeros without calling the model.
-    xi : float, default 1e-6
-        The finite-difference step of the power iteration (absolute, as Miyato et al.). In float32 a step far
-        below the inputs' scale loses the difference to rounding: use ``xi`` of about 1e-3 to 1e-2 of a typical
-        item norm there.
+    xi : float, optional
+        The finite-difference step of the power iteration, relative to each item's Euclidean norm with
+        ``relative`` (like the radius), absolute otherwise. Default: :math:`\sqrt{\epsilon}` of the dtype
+        relative to each item's norm (3.5e-4 in float32, 1.5e-8 in float64), whatever ``relative`` says (an
+        item of norm 0 takes :math:`\sqrt{\epsilon}` absolute). Miyato et al.'s (and the spec's) 1e-6 is an
+        absolute step for inputs of norm about 1: in float32 a step far below the inputs' scale loses the
+        difference to rounding (``x + h d == x``), which gives a wrong direction or none; an item whose
+        gradient comes out all zeros raises a ValueError.
     n_power : int, default 1
         Power-iteration steps; each costs one forward and one backward pass of ``model``. 0 gives a random
         direction of radius ``eps``.
@@ -191,8 +192,10 @@ def virtual_adversarial_perturbation(model: Callable, x: "torch.Tensor", *, eps:
     check_tensor(x, "x")
     if x.ndim < 1 or x.shape[0] < 1:
         raise ValueError(f"`x` must be a batch (B, ...) with B >= 1; got shape {tuple(x.shape)}")
+    if not x.is_floating_point():
+        raise TypeError(f"`x` must be a floating-point tensor; got {x.dtype}")
     eps = check_real(eps, "eps", low=0.0)
-    xi = check_real(xi, "xi", low=0.0, low_open=True)
+    xi = None if xi is None else check_real(xi, "xi", low=0.0, low_open=True)
     n_power = check_int(n_power, "n_power", minimum=0, maximum=_MAX_POWER)
     divergence = check_option(divergence, "divergence", _DIVERGENCES)
     relative = check_bool(relative, "relative")
@@ -202,30 +205,47 @@ def virtual_adversarial_perturbation(model: Callable, x: "torch.Tensor", *, eps:
 
 
 def _perturbation(model, x, eps, xi, n_power, divergence, relative, tau, gen) -> tuple:
-    """(r_adv, the clean output z0 or None where it was not computed); arguments checked by the caller."""
+    """(r_adv, the clean output z0 or None where it was not computed); arguments checked by the caller
+    (``xi`` None: sqrt(eps) of the dtype relative to each item's norm)."""
     x = x.detach()
     z0 = None
     if eps == 0.0:
         return torch.zeros_like(x), z0
+    bshape = (-1,) + (1,) * (x.ndim - 1)
+    norms = x.reshape(x.shape[0], -1).norm(dim=1)
     d = _per_sample_normalize(torch.randn(x.shape, generator=gen, device=x.device, dtype=x.dtype))
     if n_power:
+        if xi is None:
+            step = math.sqrt(torch.finfo(x.dtype).eps) * torch.where(norms > 0, norms, torch.ones_like(norms))
+        elif relative:
+            step = xi * norms
+        else:
+            step = torch.full_like(norms, xi)
+        step = step.reshape(bshape)
+        # items whose perturbation is zero anyway (relative radius of a zero item) need no direction
+        live = (norms > 0) if relative else torch.ones_like(norms, dtype=torch.bool)
         with torch.no_grad():
             z0 = model(x)
         if not isinstance(z0, torch.Tensor) or z0.ndim < 1 or z0.shape[0] != x.shape[0]:
             raise ValueError("`model` must return a tensor with the batch dimension of `x` first")
         z0 = z0.detach()
         for _ in range(n_power):
-            r = (xi * d).requires_grad_(True)
+            r = (step * d).requires_grad_(True)
             with torch.enable_grad():
                 dist = _divergence(z0, model(x + r), divergence, tau).sum()
-                (grad,) = torch.autograd.grad(dist, r, allow_unused=True)
+            grad = torch.autograd.grad(dist, r, allow_unused=True)[0] if dist.requires_grad else None
             if grad is None:
-                break
-            d = _per_sample_normalize(grad.detach())
-    scale = eps
-    if relative:
-        norms = x.reshape(x.shape[0], -1).norm(dim=1)
-        scale = eps * norms.reshape((-1,) + (1,) * (x.ndim - 1))
+                raise ValueError("`model`'s output does not depend on its input (no gradient flows from it to "
+                                 "`x`): the perturbation needs a model differentiable in its input")
+            grad = grad.detach()
+            zero = live & (grad.reshape(grad.shape[0], -1) == 0).all(dim=1)
+            if bool(zero.any()):
+                i = int(zero.nonzero()[0, 0])
+                raise ValueError(f"the gradient of the divergence is zero for item {i} of `x`: `xi` = {xi!r} gives a "
+                                 f"step that {x.dtype} rounds away for this item's scale (use xi=None, the default), "
+                                 "or `model`'s output does not depend on the item")
+            d = _per_sample_normalize(grad)
+    scale = eps * norms.reshape(bshape) if relative else eps
     r = (scale * d).detach()
     if not bool(torch.isfinite(r).all()):
         raise ValueError(f"the perturbation is not finite in {x.dtype}: `eps` = {eps!r} or `xi` = {xi!r} "
@@ -246,7 +266,7 @@ def consistency_loss(z_clean: "torch.Tensor", z_adv: "torch.Tensor", kind: str =
     Parameters
     ----------
     z_clean, z_adv : torch.Tensor, shape (B, D)
-        Embeddings of the clean and the perturbed views, same shape, dtype and device.
+        Embeddings of the clean and the perturbed views, same shape, dtype and device; B, D >= 1.
     kind : {'cosine', 'kl', 'squared'}, default 'cosine'
     reduction : {'mean', 'sum', 'none'}, default 'mean'
     tau : float, default 1.0
@@ -267,6 +287,9 @@ def consistency_loss(z_clean: "torch.Tensor", z_adv: "torch.Tensor", kind: str =
     """
     check_tensor(z_clean, "z_clean", ndim=2)
     check_tensor(z_adv, "z_adv", ndim=2)
+    if z_clean.shape[0] < 1 or z_clean.shape[1] < 1:
+        raise ValueError(f"`z_clean` must hold at least one embedding of at least one dimension (B, D >= 1); "
+                         f"got shape {tuple(z_clean.shape)}")
     if z_adv.shape != z_clean.shape:
         raise ValueError(f"`z_adv` must have the shape of `z_clean`, {tuple(z_clean.shape)}; got "
                          f"{tuple(z_adv.shape)}")
@@ -313,6 +336,11 @@ class WindowAttention1D(torch.nn.Module):
     qkv_bias : bool, default True
     rng : None, int, numpy.random.Generator or torch.Generator
         Initialises the parameters (None: torch's global random state); torch's global state is unchanged.
+
+    References
+    ----------
+    .. [1] Z. Liu, Y. Lin, Y. Cao, H. Hu, Y. Wei, Z. Zhang, S. Lin, B. Guo, "Swin Transformer: hierarchical
+           vision transformer using shifted windows", ICCV 2021.
 
     Examples
     --------
@@ -595,6 +623,11 @@ def cumulants(iq: "torch.Tensor", *, normalize: bool = True) -> dict:
         ``'C20', 'C21', 'C40', 'C41', 'C42', 'C60', 'C63'``: complex tensors (B,) (C21 and C42 are real
         valued, stored as complex).
 
+    References
+    ----------
+    .. [1] A. Swami, B. M. Sadler, "Hierarchical digital modulation classification using cumulants", IEEE
+           Transactions on Communications 48(3), 416-429, 2000.
+
     Examples
     --------
     >>> import torch
@@ -623,19 +656,19 @@ def expert_features(iq: "torch.Tensor") -> "torch.Tensor":
 
     y = I + jQ with its mean removed. Columns (names in :data:`EXPERT_FEATURES`):
 
-    ====  ==============================================================================================
-    0     :math:`|C_{20}| / C_{21}`
-    1     :math:`|C_{40}| / C_{21}^2`
-    2     :math:`|C_{41}| / C_{21}^2`
-    3     :math:`C_{42} / C_{21}^2` (real, signed)
-    4     :math:`|C_{60}| / C_{21}^3`
-    5     :math:`|C_{63}| / C_{21}^3`
-    6, 7  instantaneous amplitude |y|: standard deviation / mean, kurtosis
-    8, 9  instantaneous phase arg y: standard deviation, kurtosis
-    10,11 instantaneous frequency :math:`\arg(y_{n+1} \bar y_n)` (radians per sample): std, kurtosis
-    12    :math:`\max_k |\mathrm{FFT}(y^2)_k| / \sum_n |y_n|^2` (a spectral line of y^2: BPSK-like)
-    13    :math:`\max_k |\mathrm{FFT}(y^4)_k| / \sum_n |y_n|^4` (a line of y^4: QPSK-like)
-    ====  ==============================================================================================
+    ======  ============================================================================================
+    0       :math:`|C_{20}| / C_{21}`
+    1       :math:`|C_{40}| / C_{21}^2`
+    2       :math:`|C_{41}| / C_{21}^2`
+    3       :math:`C_{42} / C_{21}^2` (real, signed)
+    4       :math:`|C_{60}| / C_{21}^3`
+    5       :math:`|C_{63}| / C_{21}^3`
+    6, 7    instantaneous amplitude :math:`|y|`: standard deviation / mean, kurtosis
+    8, 9    instantaneous phase :math:`\arg y`: standard deviation, kurtosis
+    10, 11  instantaneous frequency :math:`\arg(y_{n+1} \bar y_n)` (radians per sample): std, kurtosis
+    12      :math:`\max_k |\mathrm{FFT}(y^2)_k| / \sum_n |y_n|^2` (a spectral line of :math:`y^2`: BPSK-like)
+    13      :math:`\max_k |\mathrm{FFT}(y^4)_k| / \sum_n |y_n|^4` (a line of :math:`y^4`: QPSK-like)
+    ======  ============================================================================================
 
     The cumulants are those of :func:`cumulants` (moduli, so that the features do not depend on the carrier
     phase; column 3 is real). A window of zeros gives zeros, not NaN. Not differentiable where y = 0.
@@ -736,6 +769,7 @@ class HybridFusion(torch.nn.Module):
 # --------------------------------------------------------------------------------------------------
 @constraints(encoder="callable", projector="callable", tau="real>0", lam_cons="real>=0", eps="real>=0",
              xi="real>0", n_power="int>=0", divergence="option", relative="bool", consistency="option",
+             tau_cons="real>0",
              phase="bool", max_shift="int>=0", cfo="real>=0", noise="real>=0")
 class DyCoCL(torch.nn.Module):
     r"""The DyCo-CL pre-training objective (reconstructed from the abstract).
@@ -766,9 +800,12 @@ class DyCoCL(torch.nn.Module):
     eps : float, default 0.05
         Radius of the adversarial perturbation (relative to each window's norm with ``relative``).
     xi, n_power, divergence, relative
-        Of :func:`virtual_adversarial_perturbation` (defaults 1e-6, 1, ``'cosine'``, True).
+        Of :func:`virtual_adversarial_perturbation` (defaults None: the relative step
+        :math:`\sqrt{\epsilon}` of the dtype, 1, ``'cosine'``, True).
     consistency : {'cosine', 'kl', 'squared'}, default 'cosine'
         The kind of :func:`consistency_loss`.
+    tau_cons : float, default 1.0
+        Temperature of the ``'kl'`` consistency and of the ``'kl'`` divergence of the perturbation.
     phase : bool, default True
         Rotate each view by a uniform random phase.
     max_shift : int or None, default None
@@ -776,7 +813,17 @@ class DyCoCL(torch.nn.Module):
     cfo : float, default 0.01
         Frequency offset uniform in [-cfo, cfo] cycles per sample.
     noise : float, default 0.05
-        AWGN standard deviation relative to each window's RMS value (0: none).
+        AWGN level (0: none): I and Q each get Gaussian noise of standard deviation
+        :math:`\text{noise} \cdot \rho / \sqrt 2`, :math:`\rho^2` the mean of the window's 2L squared
+        entries: the complex noise power is :math:`\text{noise}^2 / 2` times the window's complex power
+        :math:`2\rho^2`, an SNR of :math:`3 - 20 \log_{10}(\text{noise})` dB (29 dB at 0.05).
+
+    References
+    ----------
+    .. [1] "Geometry-Aware Contrastive Learning for Few-Shot Automatic Modulation Recognition" (DyCo-CL),
+           arXiv 2605.26600.
+    .. [2] T. Chen, S. Kornblith, M. Norouzi, G. Hinton, "A simple framework for contrastive learning of
+           visual representations" (SimCLR), ICML 2020.
 
     Examples
     --------
@@ -791,8 +838,8 @@ class DyCoCL(torch.nn.Module):
     """
 
     def __init__(self, encoder: Callable, projector: Callable, *, tau: float = 0.1, lam_cons: float = 1.0,
-                 eps: float = 0.05, xi: float = 1e-6, n_power: int = 1, divergence: str = "cosine",
-                 relative: bool = True, consistency: str = "cosine", phase: bool = True,
+                 eps: float = 0.05, xi: float | None = None, n_power: int = 1, divergence: str = "cosine",
+                 relative: bool = True, consistency: str = "cosine", tau_cons: float = 1.0, phase: bool = True,
                  max_shift: int | None = None, cfo: float = 0.01, noise: float = 0.05):
         super().__init__()
         self.encoder = _check_callable(encoder, "encoder")
@@ -800,11 +847,12 @@ class DyCoCL(torch.nn.Module):
         self.tau = check_real(tau, "tau", low=0.0, low_open=True)
         self.lam_cons = check_real(lam_cons, "lam_cons", low=0.0)
         self.eps = check_real(eps, "eps", low=0.0)
-        self.xi = check_real(xi, "xi", low=0.0, low_open=True)
+        self.xi = None if xi is None else check_real(xi, "xi", low=0.0, low_open=True)
         self.n_power = check_int(n_power, "n_power", minimum=0, maximum=_MAX_POWER)
         self.divergence = check_option(divergence, "divergence", _DIVERGENCES)
         self.relative = check_bool(relative, "relative")
         self.consistency = check_option(consistency, "consistency", _CONSISTENCY)
+        self.tau_cons = check_real(tau_cons, "tau_cons", low=0.0, low_open=True)
         self.phase = check_bool(phase, "phase")
         self.max_shift = None if max_shift is None else check_int(max_shift, "max_shift", minimum=0,
                                                                    maximum=_MAX_LENGTH)
@@ -863,7 +911,7 @@ class DyCoCL(torch.nn.Module):
         if self.eps > 0:
             # the perturbation's clean forward (no graph) is also the consistency target
             r, z_clean = _perturbation(self, v2, self.eps, self.xi, self.n_power, self.divergence, self.relative,
-                                       1.0, gen)
+                                       self.tau_cons, gen)
             v2_adv = v2 + r
         else:
             v2_adv = v2
@@ -874,7 +922,7 @@ class DyCoCL(torch.nn.Module):
             if z_clean is None:
                 with torch.no_grad():
                     z_clean = self(v2) if self.eps > 0 else z2.detach()
-            cons = consistency_loss(z_clean, z2, self.consistency)
+            cons = consistency_loss(z_clean, z2, self.consistency, tau=self.tau_cons)
         total = nce + self.lam_cons * cons
         if not bool(torch.isfinite(total.detach())):
             raise ValueError(f"the loss is not finite for this `x` (tau = {self.tau!r}, noise = {self.noise!r}, "
@@ -944,8 +992,9 @@ def prototype_accuracy(train_z: "torch.Tensor", train_y: "torch.Tensor", test_z:
     zs = train_z.to(test_z.dtype)
     if normalize:
         zs = torch.nn.functional.normalize(zs, dim=1)
-    member = (inverse[None, :] == torch.arange(len(classes), device=zs.device)[:, None]).to(zs.dtype)
-    proto = (member @ zs) / member.sum(1, keepdim=True)
+    counts = torch.bincount(inverse, minlength=len(classes)).to(zs.dtype)
+    proto = torch.zeros(len(classes), zs.shape[1], dtype=zs.dtype, device=zs.device).index_add_(0, inverse, zs)
+    proto = proto / counts[:, None]
     sim = torch.nn.functional.normalize(test_z, dim=1) @ torch.nn.functional.normalize(proto, dim=1).T
     pred = classes[sim.argmax(1)]
     return float((pred == test_y.to(pred.device)).double().mean())
