@@ -132,12 +132,14 @@ def _rrc_by_fourier(t, beta):
                                 points=[lo])[0] for ti in t])
 
 
-@pytest.mark.parametrize(("sps", "beta"), [(8, 0.35), (4, 0.25)])  # (4, 0.25) samples t = 1/(4 beta)
+@pytest.mark.parametrize(("sps", "beta"), [(8, 0.35), (4, 0.25), (3, 0.35), (5, 0.25)])
 def test_rrc_taps_are_the_inverse_transform_of_the_root_spectrum(sps, beta):
+    # (4, 0.25) samples t = 1/(4 beta); odd sps: an odd span * sps, the taps still centred and symmetric
     h = _rrc_taps(sps, beta)
     t = (np.arange(len(h)) - len(h) // 2) / sps
     ref = _rrc_by_fourier(t, beta)
-    assert len(h) == 11 * sps + 1
+    assert len(h) == 2 * (11 * sps // 2) + 1
+    np.testing.assert_allclose(h, h[::-1], rtol=0, atol=1e-15)
     np.testing.assert_allclose(np.sum(h * h), sps, rtol=1e-12)
     np.testing.assert_allclose(h / np.linalg.norm(h), ref / np.linalg.norm(ref), atol=1e-7)
 

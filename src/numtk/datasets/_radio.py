@@ -19,6 +19,7 @@ in single precision since the windows end as float32.
 from __future__ import annotations
 
 import math
+from typing import Any, Sequence
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -29,7 +30,7 @@ from numtk._lib._rng import normalize_rng
 from numtk._lib._validation import (C_INT_MAX, as_array, available_memory, check_bool, check_int,
                                     check_option)
 
-__all__ = ["rml2016_like", "RML_CLASSES"]
+__all__ = ["rml2016_like"]
 
 #: The eleven class names of RML2016.10a, in the order of the labels ``y``.
 RML_CLASSES = ("BPSK", "QPSK", "8PSK", "PAM4", "QAM16", "QAM64", "GFSK", "CPFSK", "WBFM", "AM-DSB",
@@ -68,9 +69,11 @@ _SNR_LIMIT = 200.0                  # |snr_db| bound (dB)
 # pulses and constellations
 # --------------------------------------------------------------------------------------------------
 def _rrc_taps(sps: int, beta: float = _RRC_BETA, span: int = _RRC_SPAN) -> np.ndarray:
-    """Root-raised-cosine taps, ``span * sps + 1`` of them, centred, scaled to ``sum(h**2) = sps``
-    (so that unit-power symbols give a unit-power signal)."""
-    t = np.arange(-(span * sps) // 2, (span * sps) // 2 + 1) / sps  # in symbols
+    """Root-raised-cosine taps, ``2 * (span * sps // 2) + 1`` of them (``span * sps + 1`` for an even
+    product), symmetric about the centre tap, scaled to ``sum(h**2) = sps`` (so that unit-power symbols give
+    a unit-power signal)."""
+    half = span * sps // 2
+    t = np.arange(-half, half + 1) / sps  # in symbols
     h = np.empty_like(t)
     at0 = np.abs(t) < 1e-12
     edge = np.abs(np.abs(t) - 1.0 / (4.0 * beta)) < 1e-9
@@ -88,7 +91,8 @@ def _gaussian_pulse(sps: int, bt: float = _GFSK_BT, span: int = _GFSK_SPAN) -> n
     """The Gaussian filter (unit sum) convolved with a one-symbol rectangle: the frequency pulse of
     GFSK for one NRZ symbol (its values sum to ``sps``)."""
     sigma = math.sqrt(math.log(2.0)) / (2.0 * np.pi * bt) * sps  # in samples
-    t = np.arange(-(span * sps) // 2, (span * sps) // 2 + 1)
+    half = span * sps // 2
+    t = np.arange(-half, half + 1)
     g = np.exp(-0.5 * (t / sigma) ** 2)
     g /= g.sum()
     return np.convolve(g, np.ones(sps))
@@ -381,8 +385,9 @@ def _burst_samples(length: int, m: int) -> int:
 # --------------------------------------------------------------------------------------------------
 @constraints(n_per_class="count", snr_db=("real", "array1d"), classes="option", length="count", sps="count",
              channel="bool", snr_convention="option", rng="rng")
-def rml2016_like(n_per_class, *, snr_db=range(-20, 20, 2), classes=None, length=128, sps=8, channel=True,
-                 snr_convention="true", rng=None) -> Result:
+def rml2016_like(n_per_class: int, *, snr_db: float | Sequence[float] = range(-20, 20, 2),
+                 classes: str | Sequence[str] | None = None, length: int = 128, sps: int = 8, channel: bool = True,
+                 snr_convention: str = "true", rng: Any = None) -> Result:
     r"""Labelled I/Q windows of eleven modulations, generated like the RadioML 2016.10a data set.
 
     A re-derivation of the published GNU Radio recipe (``radioML/dataset``, O'Shea et al. 2016),
@@ -430,9 +435,10 @@ def rml2016_like(n_per_class, *, snr_db=range(-20, 20, 2), classes=None, length=
     channel : bool, default True
         Whether to apply the channel (offsets, phase, fading). Noise is added either way.
     snr_convention : {'true', 'rml'}, default 'true'
-        How ``snr_db`` sets the noise. ``'true'``: the noise power is the burst's received signal
-        power divided by ``10**(snr_db / 10)`` (the mean ``|s|**2`` over the noise-free burst after
-        the channel), so the SNR is what it says. ``'rml'``: the original's convention, a noise
+        How ``snr_db`` sets the noise. ``'true'``: the noise power is the received signal power
+        divided by ``10**(snr_db / 10)``, the signal power being the mean ``|s|**2`` of the noise-free
+        signal after the channel over the windows cut from the burst (not over the whole burst), so the
+        SNR is what it says. ``'rml'``: the original's convention, a noise
         *voltage* ``10**(-snr_db / 10)`` (noise power ``10**(-snr_db / 5)``) against a unit-power
         transmitter: the true SNR is then about ``2 * snr_db`` dB (twice the nominal value).
     rng : None, int or numpy.random.Generator, optional
