@@ -120,6 +120,10 @@ def _prompt_selected():
     return model.selected_nodes, (x, _path(), torch.tensor([2])), {"embeddings": model.embed(x, _path())}
 
 
+def _prompt_train():
+    return _model().train, (True,), {}
+
+
 def _demo():
     return _m().demo, (), {"steps": 2, "rng": 0, "progress": False, "n_ego": 8}
 
@@ -146,5 +150,6 @@ DIPG: list = [
          positional={"x": 0, "edges": 1, "targets": 2}),
     Case("numtk.torch.dipg.DiscreteGraphPrompt.selected_nodes", _prompt_selected, {},
          positional={"x": 0, "edges": 1, "targets": 2}),
+    Case("numtk.torch.dipg.DiscreteGraphPrompt.train", _prompt_train, {}, positional={"mode": 0}),
     Case("numtk.torch.dipg.demo", _demo, {}, timeout=60.0),
 ]

@@ -23,7 +23,7 @@ from typing import Any
 
 from numtk._lib import Result
 from numtk._lib._constraints import constraints
-from numtk._lib._validation import check_int, check_option, check_real, check_size
+from numtk._lib._validation import check_bool, check_int, check_option, check_real, check_size
 from numtk.torch._common import check_same_device, check_tensor, torch, torch_generator
 
 __all__ = ["topk_mask", "sum_of_gamma_noise", "imle_topk", "screened_topk", "candidate_edges", "GCN",
@@ -34,8 +34,6 @@ _MAX_ITER = 10**6
 _MAX_SAMPLES = 2**20
 #: the largest k of the noise and the prompt (a top-k over more items than the C int range is not meant)
 _MAX_K = 2**31 - 1
-#: the most nodes a graph may have (node ids are int64; tables are sized by the ids that occur, not by this)
-_MAX_NODES = 2**62
 #: bytes per element of a sum-of-Gamma sample: three float64 temporaries and the output
 _GAMMA_BYTES = 32.0
 #: DiscreteGraphPrompt's training-time masks
@@ -474,10 +472,8 @@ def _check_edges(edges: Any, num_nodes: int, name: str = "edges", nodes_of: str 
 
 
 def _check_num_nodes(num_nodes: Any) -> int:
-    num_nodes = check_int(num_nodes, "num_nodes", minimum=1)
-    if num_nodes > _MAX_NODES:
-        raise ValueError(f"`num_nodes` must be at most {_MAX_NODES}; got {num_nodes}")
-    return num_nodes
+    # a bound on the ids only: the tables are sized by the ids that occur (see candidate_edges)
+    return check_int(num_nodes, "num_nodes", minimum=1)
 
 
 def _csr(src: "torch.Tensor", dst: "torch.Tensor", num_nodes: int):
@@ -528,7 +524,7 @@ def _induced(edges: "torch.Tensor", num_nodes: int, keys: "torch.Tensor"):
     return which, torch.searchsorted(keys, dkey), eid
 
 
-@constraints(edges="tensor", num_nodes="count", target="int>=0", hops="cap")
+@constraints(edges="tensor", num_nodes="cap", target="int>=0", hops="cap")
 def candidate_edges(edges: "torch.Tensor", num_nodes: int, target: int, hops: int = 2) -> Result:
     """The ``hops``-hop subgraph of ``target`` and its candidate prompt edges ``target <-> node``.
 
@@ -538,7 +534,8 @@ def candidate_edges(edges: "torch.Tensor", num_nodes: int, target: int, hops: in
         Edges as (source, destination) rows of int32 or int64 node ids in ``[0, num_nodes)``; the subgraph
         follows them both ways (an undirected graph may list each edge once or twice).
     num_nodes : int
-        The number of nodes, ``>= 1``.
+        The number of nodes, ``>= 1``: a bound on the ids only (the work and memory are ``O(E)``, the node
+        ids that occur are relabelled), so a sparse id space of any size is fine.
     target : int
         The target node, ``0 <= target < num_nodes``.
     hops : int
@@ -774,10 +771,11 @@ class DiscreteGraphPrompt(torch.nn.Module):
         self.head = torch.nn.Linear(embed_dim, num_classes)
         self.last_mask = self.last_scores = None
 
+    @constraints(mode="bool")
     def train(self, mode: bool = True) -> "DiscreteGraphPrompt":
         """Set the training mode of the score MLP and the head; the frozen GNN stays in evaluation mode (its
         dropout off, its batch-norm statistics fixed) whatever ``mode``."""
-        super().train(mode)
+        super().train(check_bool(mode, "mode"))
         self.gnn.eval()
         return self
 
