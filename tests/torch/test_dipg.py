@@ -330,7 +330,7 @@ def test_candidate_edges_validation():
         candidate_edges(edges, 3, 0, hops=0)
     with pytest.raises(ValueError, match="`num_nodes`"):
         candidate_edges(edges, 0, 0)
-    assert candidate_edges(edges, 2**63, 0).nodes.tolist() == [0, 1]   # a bound on the ids, nothing allocated
+    assert candidate_edges(edges, 2**63, 0).nodes.tolist() == [0, 1, 2]   # a bound on the ids, nothing allocated
     assert candidate_edges(edges, 3, 0, hops=2**63).nodes.tolist() == [0, 1, 2]
 
 
