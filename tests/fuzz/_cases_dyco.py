@@ -91,9 +91,6 @@ def _dyco_method(method, kw):
 
 
 def _fusion_forward():
-    import torch
-
-    torch.manual_seed(0)
     return _m().HybridFusion(3, 3, rng=0).forward, (_t(6, 3), _t(6, 3, seed=1)), {}
 
 

@@ -217,10 +217,14 @@ def _perturbation(model, x, eps, xi, n_power, divergence, relative, tau, gen) ->
     if n_power:
         if xi is None:
             step = math.sqrt(torch.finfo(x.dtype).eps) * torch.where(norms > 0, norms, torch.ones_like(norms))
+        elif xi > torch.finfo(x.dtype).max:
+            raise ValueError(f"`xi` = {xi!r} overflows {x.dtype}")
         elif relative:
             step = xi * norms
         else:
             step = torch.full_like(norms, xi)
+        if not bool(torch.isfinite(step).all()):
+            raise ValueError(f"the finite-difference step `xi` = {xi!r} times the items' norms overflows {x.dtype}")
         step = step.reshape(bshape)
         # items whose perturbation is zero anyway (relative radius of a zero item) need no direction
         live = (norms > 0) if relative else torch.ones_like(norms, dtype=torch.bool)
@@ -241,9 +245,10 @@ def _perturbation(model, x, eps, xi, n_power, divergence, relative, tau, gen) ->
             zero = live & (grad.reshape(grad.shape[0], -1) == 0).all(dim=1)
             if bool(zero.any()):
                 i = int(zero.nonzero()[0, 0])
+                why = (f", the KL's temperature `tau` = {tau!r} flattens the softmax" if divergence == "kl" else "")
                 raise ValueError(f"the gradient of the divergence is zero for item {i} of `x`: `xi` = {xi!r} gives a "
-                                 f"step that {x.dtype} rounds away for this item's scale (use xi=None, the default), "
-                                 "or `model`'s output does not depend on the item")
+                                 f"step that {x.dtype} rounds away for this item's scale (use xi=None, the default)"
+                                 f"{why}, or `model`'s output does not depend on the item")
             d = _per_sample_normalize(grad)
     scale = eps * norms.reshape(bshape) if relative else eps
     r = (scale * d).detach()
