@@ -10,8 +10,9 @@ choice is a hard k-sparse mask in training as in test: scores over the candidate
 forward and the I-MLE gradient estimator (Niepert, Minervini and Franceschi, NeurIPS 2021) in the backward.
 This removes the mismatch of continuous prompts (soft edge weights in training, discretised in test). An
 active-set screening by bounds shrinks the set of items a top-k solve has to order and stays exact; measured in
-torch on a CPU it is not faster than :func:`topk_mask` or ``torch.topk`` (a selection of a small k is already
-one compiled pass), only than a full sort (see ``bench/compare.py --dipg``).
+torch on a CPU, :func:`screened_topk` with its validation is not faster than :func:`topk_mask` or ``torch.topk``
+(a selection of a small k is already one compiled pass), only than a full sort (see ``bench/compare.py
+--dipg``).
 
 I-MLE follows the published method and its reference code; the screening rule is **reconstructed** (the
 paper's rule is not public; :func:`screened_topk` says what it does and why it is exact).
