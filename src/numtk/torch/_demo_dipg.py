@@ -279,7 +279,8 @@ def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any 
 def run(*, quick: bool = True, out: Callable[[str], Any] = print, plot: Any = None) -> list[dict]:
     """``python -m numtk demo dipg``: the table of :func:`demo` (quick: 100 steps on 160 ego networks; full:
     200 steps on 240); ``plot``: the training cross-entropies of the two learned prompts, and the test
-    accuracies of the four prompts with the learned prompts' recall of class-mates."""
+    accuracies of the four prompts with the learned prompts' recall of class-mates (and the continuous prompt's
+    accuracy with its soft weights)."""
     settings = _QUICK if quick else _DEFAULT
     res = demo(**settings, rng=0)
     m = res.metrics
@@ -317,6 +318,9 @@ def run(*, quick: bool = True, out: Callable[[str], Any] = print, plot: Any = No
         for i, key in enumerate(keys):
             if "recall" in m[key]:
                 a2.text(i, m[key]["accuracy"] + 0.02, f"recall {m[key]['recall']:.2f}", ha="center", fontsize=8)
+            if "soft_accuracy" in m[key]:
+                a2.text(i, m[key]["accuracy"] + 0.08, f"soft acc {m[key]['soft_accuracy']:.2f}", ha="center",
+                        fontsize=8)
         a2.set_ylim(0, 1.1)
         a2.set_xticks(range(4), ["none", "continuous\n+ top-k", "DiP-G", "oracle"], fontsize=8)
         a2.set_ylabel("test accuracy")
