@@ -20,7 +20,7 @@ of the anchor's (:func:`~numtk.torch.contrastive.support_mask`); both correction
 
 By default g is a random well-conditioned linear map and the encoder linear (no bias): the family
 h(z) = normalize(A z) in which the paper's statement lives (an anisotropic A against an orthogonal one) and which
-trains to its optimum in a few hundred steps. ``encoder='mlp'`` uses cl-ica's three-layer leaky-ReLU generator and
+trains to its optimum in a few hundred steps. ``encoder='mlp'`` uses a three-layer leaky-ReLU generator (re-derived from cl-ica's) and
 a two-hidden-layer MLP encoder instead; at this CPU budget those runs depend on the seed.
 
 The demo also evaluates the loss landscape by Monte Carlo: InfoNCE (and the corrected forms) of
@@ -139,7 +139,7 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, angl
     angles : sequence of float, optional
         The cap angles in radians, each in (0, pi] (default pi, 1.0, 0.5, 0.3; pi: no cap).
     encoder : {'linear', 'mlp'}, default 'linear'
-        A linear encoder on a random linear mixing, or an MLP encoder on cl-ica's three-layer generator.
+        A linear encoder on a random linear mixing, or an MLP encoder on a three-layer leaky-ReLU generator.
 
     Returns
     -------
