@@ -113,6 +113,6 @@ def compare(*, quick: bool = False, options=None) -> None:
                     print(f"  {m:7d} {k:6d} {w:6.2f}  {r.fraction:6.4f}   {ms['torch.topk']:10.3f} "
                           f"{ms['topk_mask']:10.3f} {ms['sort']:10.3f} {ms['screened']:10.3f} "
                           f"{ms['screened+threshold']:11.3f} {ms['core']:9.3f}   "
-                          f"{t.ratio('topk_mask', 'screened+threshold'):13.2f} {t.ratio('sort', 'screened+threshold'):9.2f}"
-                          f" {t.ratio('topk_mask', 'core'):15.2f} "
+                          f"{t.ratio('topk_mask', 'screened+threshold'):13.2f} "
+                          f"{t.ratio('sort', 'screened+threshold'):9.2f} {t.ratio('topk_mask', 'core'):15.2f} "
                           f"{1 - ms['core'] / ms['screened+threshold']:11.0%}")
