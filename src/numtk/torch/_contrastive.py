@@ -1,6 +1,6 @@
 """Contrastive identifiability: von Mises-Fisher conditionals (Wood's sampler), InfoNCE and the support-corrected
-InfoNCE, a frozen invertible MLP generator (re-derived from cl-ica's), and the identifiability metrics (linear R2, orthogonal-fit
-R2, MCC).
+InfoNCE, a frozen invertible MLP generator (re-derived from cl-ica's), and the identifiability metrics (linear R2,
+orthogonal-fit R2, MCC).
 
 The setting is the one of Zimmermann et al. (2021) and of "The Loss Is Not Enough" (arXiv 2606.04280): latents
 ``z`` uniform on the sphere, positives ``z~`` drawn from a conditional around ``z`` (a von Mises-Fisher
@@ -220,9 +220,9 @@ def support_corrected_info_nce(h1: "torch.Tensor", h2: "torch.Tensor", support_m
     Under an axis (subspace) restriction that extra pressure lets a non-orthogonal map reach a lower InfoNCE
     than an orthogonal one (the tests check it by Monte Carlo). A cap alone is different: the truncated vMF
     still depends only on :math:`\langle z, \tilde z\rangle`, a rotation-invariant conditional, and in
-    numtk's checks (d = 3, kappa = 3, tau = 1/3, caps of 0.3 to 1 rad, Monte Carlo batches of 1024 and 2048 pairs,
-    linear maps scaling one axis by 0.5 to 2) no such map had a lower InfoNCE than the orthogonal one. The
-    corrected loss
+    numtk's checks (d = 3, kappa from 1 to 50 with tau = 1 / kappa, caps of 0.1 to 1 rad, Monte Carlo batches
+    of 1024 and 2048 pairs, linear maps scaling one axis by 0.5 to 2) no such map had a lower InfoNCE than the
+    orthogonal one. The corrected loss
 
     .. math::
 

@@ -20,8 +20,8 @@ of the anchor's (:func:`~numtk.torch.contrastive.support_mask`); both correction
 
 By default g is a random well-conditioned linear map and the encoder linear (no bias): the family
 h(z) = normalize(A z) in which the paper's statement lives (an anisotropic A against an orthogonal one) and which
-trains to its optimum in a few hundred steps. ``encoder='mlp'`` uses a three-layer leaky-ReLU generator (re-derived from cl-ica's) and
-a two-hidden-layer MLP encoder instead; at this CPU budget those runs depend on the seed.
+trains to its optimum in a few hundred steps. ``encoder='mlp'`` uses a three-layer leaky-ReLU generator (re-derived
+from cl-ica's) and a two-hidden-layer MLP encoder instead; at this CPU budget those runs depend on the seed.
 
 The demo also evaluates the loss landscape by Monte Carlo: InfoNCE (and the corrected forms) of
 h = normalize(diag(1, 1, a) z) under the ``axes`` conditional for stretches a of the preserved axis, on common

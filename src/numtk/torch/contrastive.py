@@ -11,8 +11,8 @@ diversity condition, is necessary: when the conditional is restricted to a subse
 non-orthogonal map attains a lower InfoNCE, and the minimiser need not be an isometry; a support-corrected
 InfoNCE makes orthogonal recovery achievable again, without selecting it uniquely. A cap restriction alone
 keeps the conditional rotation invariant (the truncated vMF depends only on the cosine of the pair): in numtk's
-checks (d = 3, kappa = 3, caps of 0.3 to 1 rad, linear maps scaling one axis by 0.5 to 2) no non-orthogonal
-map had the lower InfoNCE under a cap.
+checks (d = 3, kappa from 1 to 50, caps of 0.1 to 1 rad, linear maps scaling one axis by 0.5 to 2) no
+non-orthogonal map had the lower InfoNCE under a cap alone.
 
 This module has the pieces of that setting: the vMF sampler (Wood's algorithm in its stable form) and its
 restricted versions, InfoNCE (with the options that make it SimCLR's NT-Xent) and the support-corrected InfoNCE,
