@@ -47,6 +47,13 @@ Evaluation
 
    prototype_accuracy -- few-shot accuracy of the nearest class mean by cosine similarity.
    demo               -- DyCo-CL against SimCLR and a random encoder, 1-shot accuracy against SNR.
+
+Constants
+---------
+
+.. autosummary::
+
+   EXPERT_FEATURES    -- the names of the 14 columns of :func:`expert_features`, in order.
 """
 
 from numtk.torch import _common  # noqa: F401 - first: the ImportError that names the extra
