@@ -643,7 +643,7 @@ def test_loss_landscape_anisotropic_beats_orthogonal_under_restricted_support():
 def test_demo_orderings():
     from numtk.torch.contrastive import demo
 
-    res = demo(steps=60, angles=(math.pi,))
+    res = demo(steps=40, angles=(math.pi,))
     m = res.metrics
     assert set(m) >= {"cap", "axes", "reweight", "restrict", "full_linear_r2", "full_orthogonal_r2"}
     assert m["full_orthogonal_r2"] > m["axes"]["orthogonal_r2"][0]
