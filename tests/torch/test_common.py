@@ -22,7 +22,7 @@ def test_the_bridge_is_an_area_whose_modules_load_on_first_access():
     proc = _fresh("import sys, numtk, numtk.torch; print('torch' in sys.modules, numtk.torch.__all__); "
                   "numtk.torch.llep; print('torch' in sys.modules, 'numtk.torch.llep' in sys.modules)")
     assert proc.returncode == 0, proc.stderr
-    names = ["llep", "puzzle", "tokendrop", "moddit", "mswt", "spectral"]
+    names = ["llep", "puzzle", "tokendrop", "moddit", "mswt", "spectral", "contrastive", "dipg", "dyco"]
     assert proc.stdout.split("\n")[:2] == [f"False {names}", "True True"]
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         numtk.torch.nope
@@ -130,3 +130,33 @@ def test_the_finiteness_check_sees_past_an_overflowing_sum():
         t[2] = bad
         with pytest.raises(ValueError, match="`x` must be finite"):
             check_tensor(t, "x")
+
+
+@pytest.mark.parametrize("fallback", [False, True])
+@pytest.mark.parametrize("shape", [0.2, 1.0, 4.5])
+def test_standard_gamma_moments_on_both_paths(monkeypatch, fallback, shape):
+    # Gamma(a, 1) has mean a and variance a; the fallback is Marsaglia and Tsang's sampler in plain torch
+    if fallback:
+        def unavailable(*args, **kwargs):
+            raise NotImplementedError
+        monkeypatch.setattr(torch, "_standard_gamma", unavailable)
+    n = 200_000
+    x = _common.standard_gamma(shape, (4, n // 4), torch_generator(3), dtype=torch.float64, device="cpu")
+    assert x.shape == (4, n // 4) and x.dtype == torch.float64 and bool((x > 0).all())
+    x = x.reshape(-1)
+    se_mean = (shape / n) ** 0.5
+    assert abs(float(x.mean()) - shape) < 4 * se_mean
+    # Var(x^2 ...) bound: the sample variance's standard error is sqrt((mu4 - sigma^4) / n), mu4 = 3a^2 + 6a
+    se_var = ((3 * shape**2 + 6 * shape - shape**2) / n) ** 0.5
+    assert abs(float(x.var()) - shape) < 4 * se_var
+    again = _common.standard_gamma(shape, (4, n // 4), torch_generator(3), dtype=torch.float64, device="cpu")
+    assert torch.equal(again.reshape(-1), x)
+
+
+def test_device_generator_keeps_a_generator_on_the_device_and_seeds_others():
+    g = torch_generator(5)
+    assert _common.device_generator(g, "cpu") is g
+    a = torch.rand(3, generator=_common.device_generator(5, torch.device("cpu")))
+    assert torch.equal(a, torch.rand(3, generator=torch_generator(5)))
+    with pytest.raises(TypeError, match="`seed`"):
+        _common.device_generator("x", "cpu", name="seed")

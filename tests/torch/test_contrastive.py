@@ -256,7 +256,7 @@ def test_vmf_mean_resultant_against_bessel_ratio(d, kappa, n):
 def test_fallback_gamma_sampler_moments(shape):
     """The Marsaglia-Tsang sampler written in torch (used where torch's gamma sampler takes no generator):
     Gamma(a, 1) has mean a and variance a."""
-    from numtk.torch._contrastive import _standard_gamma
+    from numtk.torch._common import _marsaglia_tsang_gamma as _standard_gamma
 
     x = _standard_gamma(shape, 40000, gen(60), F64, torch.device("cpu"))
     assert bool((x > 0).all())

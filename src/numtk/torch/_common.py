@@ -8,6 +8,7 @@ Importing this module imports torch; a missing torch gives an ImportError that n
 from __future__ import annotations
 
 import contextlib
+import math
 import numbers
 from typing import Any, Iterator, Sequence
 
@@ -61,6 +62,63 @@ def torch_generator(rng: Any = None, *, device: Any = "cpu", name: str = "rng") 
                             f"got {type(rng).__name__}") from None
         seed = int(gen.integers(0, 2**63 - 1))
     return torch.Generator(device=device).manual_seed(seed)
+
+
+def device_generator(rng: Any, device: Any, *, name: str = "rng", tensor: str = "the tensors") -> "torch.Generator":
+    """:func:`torch_generator` on ``device``; a :class:`torch.Generator` passed in must live on that device
+    (its type, and its index where both name one), else a ValueError naming ``name`` and ``tensor``."""
+    gen = torch_generator(rng, device=device, name=name)
+    device = torch.device(device)
+    gd = torch.device(gen.device)
+    if gd.type != device.type or (device.index is not None and gd.index is not None and gd.index != device.index):
+        raise ValueError(f"`{name}` must be a torch.Generator on {device} (the device of {tensor}), or an int "
+                         f"seed; got one on {gd}")
+    return gen
+
+
+_GAMMA_MAX_ROUNDS = 10_000
+
+
+def standard_gamma(concentration: float, shape: Sequence[int], gen: "torch.Generator", *,
+                   dtype: "torch.dtype", device: Any) -> "torch.Tensor":
+    """Draws of Gamma(concentration, 1) of the given shape, every one from ``gen``: torch's own sampler (the one
+    torch.distributions uses, with a generator), or, where a torch release does not offer it, Marsaglia and
+    Tsang's rejection sampler in plain torch."""
+    try:
+        conc = torch.full(tuple(shape), concentration, dtype=dtype, device=device)
+        return torch._standard_gamma(conc, generator=gen)
+    except (AttributeError, TypeError, RuntimeError, NotImplementedError):  # older torch, or a device without it
+        n = math.prod(shape)
+        return _marsaglia_tsang_gamma(concentration, n, gen, dtype, torch.device(device)).reshape(tuple(shape))
+
+
+def _marsaglia_tsang_gamma(shape: float, n: int, gen: "torch.Generator", dtype: "torch.dtype",
+                    device: "torch.device") -> "torch.Tensor":
+    """n draws of Gamma(shape, 1), shape >= 1/2, by Marsaglia and Tsang's squeeze-free rejection (2000), with
+    the boost G(a) = G(a + 1) U^(1/a) below 1; every draw comes from ``gen``."""
+    a = shape + 1.0 if shape < 1.0 else shape
+    dd = a - 1.0 / 3.0
+    c = 1.0 / math.sqrt(9.0 * dd)
+    out = torch.empty(n, dtype=dtype, device=device)
+    filled = 0
+    for _ in range(_GAMMA_MAX_ROUNDS):
+        m = n - filled
+        if m == 0:
+            break
+        # the draws are independent: propose a few more than needed and keep the first accepted ones in order
+        p = m + m // 8 + 8
+        x = torch.randn(p, generator=gen, dtype=dtype, device=device)
+        u = torch.rand(p, generator=gen, dtype=dtype, device=device)
+        v = (1.0 + c * x) ** 3
+        ok = (v > 0) & (torch.log(u) < 0.5 * x * x + dd - dd * v + dd * torch.log(v.clamp_min(1e-300)))
+        got = (dd * v[ok])[:m]
+        out[filled:filled + got.numel()] = got
+        filled += got.numel()
+    else:  # pragma: no cover - the acceptance rate is above 0.95
+        raise RuntimeError("the gamma sampler did not finish")
+    if shape < 1.0:
+        out = out * torch.rand(n, generator=gen, dtype=dtype, device=device) ** (1.0 / shape)
+    return out
 
 
 def check_tensor(t: Any, name: str, *, ndim: int | None = None, shape: Sequence[int | None] | None = None,

@@ -18,7 +18,8 @@ import numpy as np
 
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_bool, check_int, check_option, check_real, check_size
-from numtk.torch._common import check_reduction, check_tensor, reduce_loss, torch, torch_generator
+from numtk.torch._common import (check_reduction, check_tensor, device_generator, reduce_loss, standard_gamma,
+                                 torch, torch_generator)
 
 __all__ = ["sample_vmf", "sample_restricted_vmf", "info_nce", "support_corrected_info_nce", "support_mask",
            "invertible_mlp", "linear_r2", "orthogonal_r2", "mcc"]
@@ -379,44 +380,10 @@ def _work_dtype(device: "torch.device") -> "torch.dtype":
     return torch.float32 if device.type == "mps" else torch.float64
 
 
-def _standard_gamma(shape: float, n: int, gen: "torch.Generator", dtype: "torch.dtype",
-                    device: "torch.device") -> "torch.Tensor":
-    """n draws of Gamma(shape, 1), shape >= 1/2, by Marsaglia and Tsang's squeeze-free rejection (2000), with
-    the boost G(a) = G(a + 1) U^(1/a) below 1; every draw comes from ``gen``."""
-    a = shape + 1.0 if shape < 1.0 else shape
-    dd = a - 1.0 / 3.0
-    c = 1.0 / math.sqrt(9.0 * dd)
-    out = torch.empty(n, dtype=dtype, device=device)
-    filled = 0
-    for _ in range(_MAX_ROUNDS):
-        m = n - filled
-        if m == 0:
-            break
-        # the draws are independent: propose a few more than needed and keep the first accepted ones in order
-        p = m + m // 8 + 8
-        x = torch.randn(p, generator=gen, dtype=dtype, device=device)
-        u = torch.rand(p, generator=gen, dtype=dtype, device=device)
-        v = (1.0 + c * x) ** 3
-        ok = (v > 0) & (torch.log(u) < 0.5 * x * x + dd - dd * v + dd * torch.log(v.clamp_min(1e-300)))
-        got = (dd * v[ok])[:m]
-        out[filled:filled + got.numel()] = got
-        filled += got.numel()
-    else:  # pragma: no cover - the acceptance rate is above 0.95
-        raise RuntimeError("the gamma sampler did not finish")
-    if shape < 1.0:
-        out = out * torch.rand(n, generator=gen, dtype=dtype, device=device) ** (1.0 / shape)
-    return out
-
-
 def _beta_symmetric(a: float, n: int, gen: "torch.Generator", dtype: "torch.dtype",
                     device: "torch.device") -> "torch.Tensor":
-    """n draws of Beta(a, a) as G1 / (G1 + G2), the gamma variates from torch's sampler with ``gen`` (the one
-    torch.distributions uses), or from :func:`_standard_gamma` where that is not available."""
-    try:
-        shape = torch.full((2, n), a, dtype=dtype, device=device)
-        g = torch._standard_gamma(shape, generator=gen)
-    except (AttributeError, TypeError, RuntimeError, NotImplementedError):  # pragma: no cover - older torch
-        g = torch.stack([_standard_gamma(a, n, gen, dtype, device), _standard_gamma(a, n, gen, dtype, device)])
+    """n draws of Beta(a, a) as G1 / (G1 + G2), the gamma variates from :func:`standard_gamma` with ``gen``."""
+    g = standard_gamma(a, (2, n), gen, dtype=dtype, device=device)
     return g[0] / (g[0] + g[1])
 
 
@@ -555,15 +522,6 @@ def _check_kappa(kappa: Any) -> float:
     return min(check_real(kappa, "kappa", low=0.0), _KAPPA_MAX)
 
 
-def _generator(rng: Any, device: "torch.device", name: str) -> "torch.Generator":
-    gen = torch_generator(rng, device=device)
-    gd = torch.device(gen.device)
-    if gd.type != device.type:
-        raise ValueError(f"`rng` is a torch.Generator on {gd}, but `{name}` is on {device}: pass a generator on "
-                         f"that device (or an int seed)")
-    return gen
-
-
 def _unit_rows(t: "torch.Tensor", name: str, work: "torch.dtype") -> "torch.Tensor":
     """Rows scaled to unit norm in ``work``; each row is first divided by its largest absolute entry, so that
     rows of tiny (1e-300) or huge (1e300) entries have a norm that neither underflows nor overflows."""
@@ -641,7 +599,7 @@ def sample_vmf(mu: "torch.Tensor", kappa: float, n: int, *, rng: Any = None) -> 
     n = check_int(n, "n", minimum=1)
     rows = n * (mu.shape[0] if mu.ndim == 2 else 1)
     check_size(rows, 8.0 * (3 * d + 16), "n")
-    gen = _generator(rng, mu.device, "mu")
+    gen = device_generator(rng, mu.device, tensor="`mu`")
     work = _work_dtype(mu.device)
     unit = _unit_rows(mu.detach(), "mu", work)
     kap = torch.full((rows,), kappa, dtype=work, device=mu.device)
@@ -727,7 +685,7 @@ def sample_restricted_vmf(z: "torch.Tensor", kappa: float, max_angle: float, *, 
     max_angle = check_real(max_angle, "max_angle", low=0.0, low_open=True)
     axes = _check_axes(axes, d)
     check_size(B, 8.0 * (3 * d + 16), "z")
-    gen = _generator(rng, z.device, "z")
+    gen = device_generator(rng, z.device, tensor="`z`")
     work = _work_dtype(z.device)
     if B == 0:
         return z.clone()

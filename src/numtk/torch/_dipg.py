@@ -24,7 +24,7 @@ from typing import Any
 from numtk._lib import Result
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_bool, check_int, check_option, check_real, check_size
-from numtk.torch._common import check_same_device, check_tensor, torch, torch_generator
+from numtk.torch._common import check_same_device, check_tensor, device_generator, standard_gamma, torch
 
 __all__ = ["topk_mask", "sum_of_gamma_noise", "imle_topk", "screened_topk", "candidate_edges", "GCN",
            "DiscreteGraphPrompt"]
@@ -60,17 +60,6 @@ def _check_scores(scores: Any, name: str, *, allow_int: bool = True) -> "torch.T
 
 def _check_k(k: Any, m: int, name: str = "k") -> int:
     return check_int(k, name, minimum=0, maximum=m)
-
-
-def _generator(rng: Any, device: "torch.device") -> "torch.Generator":
-    """``torch_generator(rng)`` on ``device``; a given torch.Generator must live there."""
-    gen = torch_generator(rng, device=device)
-    device = torch.device(device)
-    if gen.device.type != device.type or (device.index is not None and gen.device.index is not None
-                                          and gen.device.index != device.index):
-        raise ValueError(f"`rng` must be a torch.Generator on {device} (the device of the tensors); got one on "
-                         f"{gen.device}")
-    return gen
 
 
 def _topk(scores: "torch.Tensor", k: int) -> "torch.Tensor":
@@ -140,10 +129,9 @@ def topk_mask(scores: "torch.Tensor", k: int) -> "torch.Tensor":
 def _gamma_sum(shape: tuple, k: float, n_iter: int, gen: "torch.Generator", dtype: "torch.dtype",
                device: "torch.device") -> "torch.Tensor":
     # Gamma(shape 1/k, rate i/k) = Gamma(1/k, 1) * k / i; sampled in float64 with the generator
-    conc = torch.full(shape, 1.0 / k, dtype=torch.float64, device=device)
     total = torch.zeros(shape, dtype=torch.float64, device=device)
     for i in range(1, n_iter + 1):
-        total += torch._standard_gamma(conc, generator=gen) * (k / i)
+        total += standard_gamma(1.0 / k, shape, gen, dtype=torch.float64, device=device) * (k / i)
     return ((total - math.log(n_iter)) / k).to(dtype)
 
 
@@ -215,7 +203,7 @@ def sum_of_gamma_noise(shape: Any, k: int, n_iter: int = 10, *, rng: Any = None,
             device = torch.device(device)
         except (TypeError, RuntimeError):
             raise TypeError(f"`device` must be a torch.device or a device string; got {device!r}") from None
-    gen = _generator(rng, device)
+    gen = device_generator(rng, device)
     return _gamma_sum(shape, float(k), n_iter, gen, dtype, device)
 
 
@@ -305,7 +293,7 @@ def imle_topk(theta: "torch.Tensor", k: int, *, lam: float = 10.0, n_samples: in
     lam = check_real(lam, "lam", low=0.0)
     n_samples = check_int(n_samples, "n_samples", minimum=1, maximum=_MAX_SAMPLES)
     tau = check_real(noise_temperature, "noise_temperature", low=0.0)
-    gen = _generator(rng, theta.device)
+    gen = device_generator(rng, theta.device)
     shape = (n_samples, *theta.shape)
     # the noise, the samples and the backward's target solve: a few float64 and theta-sized tensors each
     check_size(n_samples * theta.numel(), _GAMMA_BYTES + 4 * theta.element_size(), "n_samples")
@@ -848,7 +836,7 @@ class DiscreteGraphPrompt(torch.nn.Module):
     def _mask(self, theta, rng):
         if not self.training:
             return _topk(theta, self.k).unsqueeze(0)
-        gen = _generator(rng, theta.device)
+        gen = device_generator(rng, theta.device)
         if self.mode != "imle":
             logits = theta
             if self.mode == "gumbel_sigmoid":
