@@ -190,6 +190,16 @@ def _all_finite(t: "torch.Tensor") -> bool:
         return bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all())
 
 
+def check_like(b: "torch.Tensor", a: "torch.Tensor", name_b: str, name_a: str) -> None:
+    """``b`` matches ``a`` in shape, dtype and device; the messages name ``b`` and ``a`` in backquotes."""
+    if b.shape != a.shape:
+        raise ValueError(f"`{name_b}` must have the shape of `{name_a}`, {tuple(a.shape)}; got {tuple(b.shape)}")
+    if b.dtype != a.dtype:
+        raise TypeError(f"`{name_b}` must have the dtype of `{name_a}`, {a.dtype}; got {b.dtype}")
+    if b.device != a.device:
+        raise ValueError(f"`{name_b}` must be on the device of `{name_a}`, {a.device}; got {b.device}")
+
+
 def check_same_device(**tensors: "torch.Tensor") -> "torch.device":
     """Every tensor on one device; returns it. The message lists each argument's device."""
     devices = {name: t.device for name, t in tensors.items()}

@@ -18,8 +18,8 @@ import numpy as np
 
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_bool, check_int, check_option, check_real, check_size
-from numtk.torch._common import (check_reduction, check_tensor, device_generator, reduce_loss, standard_gamma,
-                                 torch, torch_generator)
+from numtk.torch._common import (check_like, check_reduction, check_tensor, device_generator, reduce_loss,
+                                 standard_gamma, torch, torch_generator)
 
 __all__ = ["sample_vmf", "sample_restricted_vmf", "info_nce", "support_corrected_info_nce", "support_mask",
            "invertible_mlp", "linear_r2", "orthogonal_r2", "mcc"]
@@ -30,20 +30,10 @@ _CORRECTIONS = ("restrict", "reweight")
 # --------------------------------------------------------------------------------------------------
 # argument helpers
 # --------------------------------------------------------------------------------------------------
-def _check_pair(a: "torch.Tensor", b: "torch.Tensor", name_a: str, name_b: str) -> None:
-    """``b`` matches ``a`` in shape, dtype and device (messages name ``b``)."""
-    if b.shape != a.shape:
-        raise ValueError(f"`{name_b}` must have the shape of `{name_a}`, {tuple(a.shape)}; got {tuple(b.shape)}")
-    if b.dtype != a.dtype:
-        raise TypeError(f"`{name_b}` must have the dtype of `{name_a}`, {a.dtype}; got {b.dtype}")
-    if b.device != a.device:
-        raise ValueError(f"`{name_b}` must be on the device of `{name_a}`, {a.device}; got {b.device}")
-
-
 def _check_views(h1: Any, h2: Any) -> None:
     check_tensor(h1, "h1", ndim=2)
     check_tensor(h2, "h2", ndim=2)
-    _check_pair(h1, h2, "h1", "h2")
+    check_like(h2, h1, "h2", "h1")
     if h1.shape[0] < 1:
         raise ValueError("`h1` and `h2` need at least one row (one positive pair)")
     if h1.shape[1] < 1:
@@ -347,7 +337,7 @@ def support_mask(z: "torch.Tensor", z_tilde: "torch.Tensor", max_angle: float = 
     """
     check_tensor(z, "z", ndim=2)
     check_tensor(z_tilde, "z_tilde", ndim=2)
-    _check_pair(z, z_tilde, "z", "z_tilde")
+    check_like(z_tilde, z, "z_tilde", "z")
     max_angle = check_real(max_angle, "max_angle", low=0.0)
     axes = _check_axes(axes, z.shape[1])
     tol = check_real(tol, "tol", low=0.0)

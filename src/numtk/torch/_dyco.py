@@ -26,6 +26,7 @@ from typing import Any, Callable
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_bool, check_int, check_option, check_real, check_size
 from numtk.torch._common import check_callable as _check_callable
+from numtk.torch._common import check_like
 from numtk.torch._common import (check_reduction, check_same_device, check_tensor, reduce_loss, torch,
                                  torch_generator)
 from numtk.torch._contrastive import info_nce
@@ -295,13 +296,7 @@ def consistency_loss(z_clean: "torch.Tensor", z_adv: "torch.Tensor", kind: str =
     if z_clean.shape[0] < 1 or z_clean.shape[1] < 1:
         raise ValueError(f"`z_clean` must hold at least one embedding of at least one dimension (B, D >= 1); "
                          f"got shape {tuple(z_clean.shape)}")
-    if z_adv.shape != z_clean.shape:
-        raise ValueError(f"`z_adv` must have the shape of `z_clean`, {tuple(z_clean.shape)}; got "
-                         f"{tuple(z_adv.shape)}")
-    if z_adv.dtype != z_clean.dtype:
-        raise TypeError(f"`z_adv` must have the dtype of `z_clean`, {z_clean.dtype}; got {z_adv.dtype}")
-    if z_adv.device != z_clean.device:
-        raise ValueError(f"`z_adv` must be on the device of `z_clean`, {z_clean.device}; got {z_adv.device}")
+    check_like(z_adv, z_clean, "z_adv", "z_clean")
     kind = check_option(kind, "kind", _CONSISTENCY)
     check_reduction(reduction)
     tau = check_real(tau, "tau", low=0.0, low_open=True)

@@ -22,6 +22,7 @@ from numtk._lib import Result
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_bool, check_int, check_option, check_real, check_size
 from numtk.torch._common import check_callable as _check_callable
+from numtk.torch._common import check_like
 from numtk.torch._common import check_reduction, check_tensor, reduce_loss, torch, torch_generator
 
 __all__ = ["spectral_contrastive_loss", "spectral_population_loss", "repa_loss", "build_projector",
@@ -46,16 +47,6 @@ def _check_mu(mu: Any, dtype: "torch.dtype") -> float:
         raise ValueError(f"`mu` must lie in [{info.tiny:g}, {info.max:g}] for {dtype} embeddings (the loss is "
                          f"divided by mu); got {mu!r}")
     return mu
-
-
-def _check_pair(a: "torch.Tensor", b: "torch.Tensor", name_a: str, name_b: str) -> None:
-    """``b`` matches ``a`` in shape, dtype and device (messages name ``b``)."""
-    if b.shape != a.shape:
-        raise ValueError(f"`{name_b}` must have the shape of `{name_a}`, {tuple(a.shape)}; got {tuple(b.shape)}")
-    if b.dtype != a.dtype:
-        raise TypeError(f"`{name_b}` must have the dtype of `{name_a}`, {a.dtype}; got {b.dtype}")
-    if b.device != a.device:
-        raise ValueError(f"`{name_b}` must be on the device of `{name_a}`, {a.device}; got {b.device}")
 
 
 def _times(t: Any, name: str, like: "torch.Tensor") -> "torch.Tensor":
@@ -196,7 +187,7 @@ def spectral_contrastive_loss(z1: "torch.Tensor", z2: "torch.Tensor", mu: float 
     """
     check_tensor(z1, "z1", ndim=2)
     check_tensor(z2, "z2", ndim=2)
-    _check_pair(z1, z2, "z1", "z2")
+    check_like(z2, z1, "z2", "z1")
     if z1.shape[0] < 2:
         raise ValueError(f"`z1` and `z2` need a batch of at least 2 rows (negatives are the other rows); got "
                          f"{z1.shape[0]}")
@@ -492,7 +483,7 @@ def linear_interpolant(x0: "torch.Tensor", noise: "torch.Tensor", t: Any) -> tup
     check_tensor(noise, "noise")
     if x0.ndim < 1:
         raise ValueError("`x0` must have a batch dimension, shape (B, ...); got a 0-D tensor")
-    _check_pair(x0, noise, "x0", "noise")
+    check_like(noise, x0, "noise", "x0")
     tt = _expand_time(_times(t, "t", x0), x0)
     return (1.0 - tt) * x0 + tt * noise, noise - x0
 
