@@ -19,8 +19,8 @@ from numtk._lib._rng import normalize_rng
 
 torch = import_optional("torch", purpose="numtk.torch (the PyTorch bridge)")
 
-__all__ = ["torch", "torch_generator", "check_tensor", "check_reduction", "reduce_loss", "check_same_device",
-           "torch_threads", "check_callable"]
+__all__ = ["torch", "torch_generator", "device_generator", "standard_gamma", "check_tensor", "check_reduction",
+           "reduce_loss", "check_like", "check_same_device", "torch_threads", "check_callable"]
 
 #: the values of ``reduction=``, as in torch.nn.functional
 REDUCTIONS = ("mean", "sum", "none")
@@ -87,14 +87,16 @@ def standard_gamma(concentration: float, shape: Sequence[int], gen: "torch.Gener
     try:
         conc = torch.full(tuple(shape), concentration, dtype=dtype, device=device)
         return torch._standard_gamma(conc, generator=gen)
+    except torch.OutOfMemoryError:
+        raise
     except (AttributeError, TypeError, RuntimeError, NotImplementedError):  # older torch, or a device without it
         n = math.prod(shape)
         return _marsaglia_tsang_gamma(concentration, n, gen, dtype, torch.device(device)).reshape(tuple(shape))
 
 
 def _marsaglia_tsang_gamma(shape: float, n: int, gen: "torch.Generator", dtype: "torch.dtype",
-                    device: "torch.device") -> "torch.Tensor":
-    """n draws of Gamma(shape, 1), shape >= 1/2, by Marsaglia and Tsang's squeeze-free rejection (2000), with
+                           device: "torch.device") -> "torch.Tensor":
+    """n draws of Gamma(shape, 1), shape > 0, by Marsaglia and Tsang's squeeze-free rejection (2000), with
     the boost G(a) = G(a + 1) U^(1/a) below 1; every draw comes from ``gen``."""
     a = shape + 1.0 if shape < 1.0 else shape
     dd = a - 1.0 / 3.0
@@ -282,3 +284,30 @@ def torch_threads(n: int | None) -> Iterator[int]:
         yield torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
+
+
+def numpy_rng(rng: Any = None, *, name: str = "rng") -> np.random.Generator:
+    """The ``rng`` keyword of the bridge's demonstrations as a :class:`numpy.random.Generator`.
+
+    None, an int and a NumPy generator as :func:`numtk._lib.normalize_rng` takes them (a NumPy generator passes
+    through unchanged, an int seeds one); a :class:`torch.Generator` gives the seed of a fresh one (one draw
+    from it, on its device), so every ``rng`` the bridge accepts drives a demonstration's NumPy and torch draws.
+
+    Examples
+    --------
+    >>> from numtk.torch._common import numpy_rng
+    >>> int(numpy_rng(3).integers(100)) == int(numpy_rng(3).integers(100))
+    True
+    >>> a = numpy_rng(torch.Generator().manual_seed(0)).integers(100)
+    >>> b = numpy_rng(torch.Generator().manual_seed(0)).integers(100)
+    >>> bool(a == b)
+    True
+    """
+    if isinstance(rng, torch.Generator):
+        seed = torch.randint(0, 2**62, (1,), generator=rng, device=rng.device)
+        return np.random.default_rng(int(seed))
+    try:
+        return normalize_rng(rng, name=name)
+    except TypeError:
+        raise TypeError(f"`{name}` must be None, an int, a numpy.random.Generator or a torch.Generator; "
+                        f"got {type(rng).__name__}") from None

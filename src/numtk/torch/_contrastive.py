@@ -594,10 +594,9 @@ def sample_vmf(mu: "torch.Tensor", kappa: float, n: int, *, rng: Any = None) -> 
     unit = _unit_rows(mu.detach(), "mu", work)
     kap = torch.full((rows,), kappa, dtype=work, device=mu.device)
     if mu.ndim == 1:
-        # one mean direction: draw around e1, then one orthogonal map for all rows (a matrix product)
+        # one mean direction: draw around e1, then the one reflection Q (Q e1 = mu) row by row, O(n d)
         w, s = _wood_w(kap, d, gen)
-        rows_q = _rotate_from_e1(torch.eye(d, dtype=work, device=mu.device), unit.expand(d, d))  # row i: Q e_i
-        out = _in_frame(w, s, d, gen) @ rows_q
+        out = _rotate_from_e1(_in_frame(w, s, d, gen), unit.expand(rows, d))
     else:
         out = _vmf_rows(unit.expand(n, *unit.shape).reshape(rows, d), kap, gen)
     return out.reshape((n,) + tuple(mu.shape)).to(mu.dtype)
@@ -899,9 +898,7 @@ def orthogonal_r2(h: "torch.Tensor", z: "torch.Tensor") -> float:
     H, Z = _pair_matrices(h, z, same_width=True)
     Hc, Zc = H - H.mean(axis=0), Z - Z.mean(axis=0)
     nh, nz = np.linalg.norm(Hc), np.linalg.norm(Zc)
-    if nz == 0:
-        return _r2(Z, np.broadcast_to(Z.mean(axis=0), Z.shape))
-    if nh == 0:
+    if nz == 0 or nh == 0:  # a constant z or h: the best fit is z's mean
         return _r2(Z, np.broadcast_to(Z.mean(axis=0), Z.shape))
     Hn, Zn = Hc / nh, Zc / nz
     R, scale = orthogonal_procrustes(Hn, Zn)

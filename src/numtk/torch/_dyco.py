@@ -260,8 +260,8 @@ def _perturbation(model, x, eps, xi, n_power, divergence, relative, tau, gen) ->
 
 
 @constraints(z_clean="tensor", z_adv="tensor", kind="option", reduction="option", tau="real>0")
-def consistency_loss(z_clean: "torch.Tensor", z_adv: "torch.Tensor", kind: str = "cosine",
-                     reduction: str = "mean", *, tau: float = 1.0) -> "torch.Tensor":
+def consistency_loss(z_clean: "torch.Tensor", z_adv: "torch.Tensor", kind: str = "cosine", *,
+                     reduction: str = "mean", tau: float = 1.0) -> "torch.Tensor":
     r"""The semantic-consistency loss between the clean and the perturbed embedding (reconstructed).
 
     ``'cosine'``: :math:`1 - \cos(\mathrm{sg}(z_{clean}), z_{adv})` per item; ``'kl'``:
