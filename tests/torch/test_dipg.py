@@ -562,6 +562,19 @@ def test_demo_small_run():
     assert again.history["dipg"] == res.history["dipg"]
 
 
+def test_demo_torch_generator():
+    # a torch.Generator gives the seed of the NumPy generator that drives the demo: the same run as that NumPy
+    # generator (so deterministic)
+    seed = int(torch.randint(0, 2**62, (1,), generator=torch.Generator().manual_seed(0)))
+    runs = [demo(steps=2, n_ego=8, rng=torch.Generator().manual_seed(0))]
+    runs.append(demo(steps=2, n_ego=8, rng=np.random.default_rng(seed)))
+    for r in runs[1:]:
+        assert r.history == runs[0].history
+        assert r.metrics["dipg"]["accuracy"] == runs[0].metrics["dipg"]["accuracy"]
+    with pytest.raises(TypeError, match="`rng`"):
+        demo(steps=2, n_ego=8, rng="0")
+
+
 def test_demo_validation():
     with pytest.raises(ValueError, match="`steps`"):
         demo(steps=0)

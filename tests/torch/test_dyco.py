@@ -683,6 +683,21 @@ def test_demo_small():
     assert res.wall_time > 0
 
 
+def test_demo_torch_generator():
+    # a torch.Generator gives the seed of the NumPy generator that drives the demo: the same run as that NumPy
+    # generator (so deterministic)
+    seed = int(torch.randint(0, 2**62, (1,), generator=torch.Generator().manual_seed(0)))
+    kw = dict(steps=1, batch=8, episodes=1)
+    runs = [demo(**kw, rng=torch.Generator().manual_seed(0))]
+    runs.append(demo(**kw, rng=np.random.default_rng(seed)))
+    for r in runs[1:]:
+        assert r.history == runs[0].history
+        assert [r.metrics[f"{v}_by_snr"] for v in ("random", "simclr", "dyco")] == \
+            [runs[0].metrics[f"{v}_by_snr"] for v in ("random", "simclr", "dyco")]
+    with pytest.raises(TypeError, match="`rng`"):
+        demo(**kw, rng="0")
+
+
 def test_fused_encoder_rng_kinds():
     from numtk.torch._demo_dyco import FusedEncoder
 

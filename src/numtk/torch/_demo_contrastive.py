@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from numtk._lib._constraints import constraints
-from numtk.torch._common import torch, torch_threads
+from numtk.torch._common import numpy_rng, torch, torch_threads
 from numtk.torch._contrastive import (info_nce, invertible_mlp, linear_r2, orthogonal_r2, sample_restricted_vmf,
                                       support_corrected_info_nce, support_mask)
 
@@ -133,7 +133,8 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, angl
     steps : int, optional
         Adam steps per run (default 300), batches of 256.
     rng : None, int, numpy.random.Generator or torch.Generator, default 0
-        The seed of the generator, the initialisation and the draws (one base seed for every run).
+        Seeds the generator, the initialisation and the draws (one base seed for every run; a torch.Generator
+        gives one seed).
     progress : bool, default False
         Show a progress bar over the runs.
     angles : sequence of float, optional
@@ -166,7 +167,7 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, angl
     >>> res.metrics["landscape_best_stretch"]["plain"] > 1.0  # stretching the preserved axis lowers InfoNCE
     True
     """
-    from numtk._lib import Result, normalize_rng, progress_bar
+    from numtk._lib import Result, progress_bar
     from numtk._lib._validation import check_bool, check_int, check_option, check_real
 
     steps = DEFAULT_STEPS if steps is None else check_int(steps, "steps", minimum=1, maximum=10**6)
@@ -177,10 +178,7 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, angl
     if isinstance(angles, (str, bytes)) or not isinstance(angles, (tuple, list)) or not angles:
         raise TypeError(f"`angles` must be a non-empty tuple of cap angles in (0, pi]; got {angles!r}")
     angles = tuple(check_real(a, "angles", low=0.0, high=math.pi, low_open=True) for a in angles)
-    if isinstance(rng, torch.Generator):
-        base = int(torch.randint(0, 2**31 - 1, (1,), generator=rng))
-    else:
-        base = int(normalize_rng(rng, name="rng").integers(0, 2**31 - 1))
+    base = int(numpy_rng(rng, name="rng").integers(0, 2**31 - 1))
     t_start = time.perf_counter()
     runs: dict[str, list[dict]] = {v: [] for v in VARIANTS}
     jobs = [(a, v) for a in angles for v in VARIANTS]

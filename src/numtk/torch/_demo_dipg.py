@@ -40,11 +40,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from numtk._lib import Result
+from numtk._lib import Result, progress_bar
 from numtk._lib._constraints import constraints
-from numtk._lib._rng import normalize_rng
 from numtk._lib._validation import check_bool, check_int
-from numtk.torch._common import torch, torch_threads
+from numtk.torch._common import numpy_rng, torch, torch_threads
 from numtk.torch._dipg import GCN, DiscreteGraphPrompt
 
 __all__ = ["demo", "run"]
@@ -186,11 +185,11 @@ def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any 
     ----------
     steps : int, optional
         Training steps of each prompt (default 200; the tour's quick run: 100 on 160 ego networks).
-    rng : None, int or numpy.random.Generator
-        The graph, the random frozen GCN, the heads' and prompts' initialisation and the noise (torch's global
-        random state is left as it was).
-    progress : bool
-        Print one line per prompt.
+    rng : None, int, numpy.random.Generator or torch.Generator, default 0
+        Seeds the graph, the random frozen GCN, the heads' and prompts' initialisation and the noise (a
+        torch.Generator gives one seed; torch's global random state is left as it was).
+    progress : bool, default False
+        Show a progress bar over the two learned prompts (tqdm).
     n_ego : int, optional
         Ego networks (half train, half test targets; default 240).
 
@@ -224,12 +223,13 @@ def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any 
     steps = _check_steps(steps) or _DEFAULT["steps"]
     n_ego = _DEFAULT["n_ego"] if n_ego is None else check_int(n_ego, "n_ego", minimum=4, maximum=10**5)
     progress = check_bool(progress, "progress")
-    gen = normalize_rng(rng)
+    gen = numpy_rng(rng)
     start = time.perf_counter()
     C, k = 4, 3
     seeds = gen.integers(0, 2**31 - 1, size=4)
     out: dict[str, Any] = {}
     history: dict[str, list] = {}
+    prompts = (("dipg", "imle"), ("continuous", "gumbel_sigmoid"))
     with torch_threads(1):
         x, e, y, targets, planted = _planted(n_ego, C, k, 2, 4, 1.0, 0.35, 3.0, 0.5, gen)
         x, edges, y = torch.tensor(x, dtype=torch.float32), torch.tensor(e), torch.tensor(y)
@@ -260,7 +260,7 @@ def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any 
             with torch.no_grad():
                 out[name] = {"accuracy": float((head(h[te]).argmax(1) == yte).double().mean())}
         # the two learned prompts
-        for name, mode in (("dipg", "imle"), ("continuous", "gumbel_sigmoid")):
+        for name, mode in progress_bar(prompts, progress=progress, desc="dipg demo"):
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(int(seeds[2]))
                 model = DiscreteGraphPrompt(gnn, k, score_hidden=32, lam=10.0, mode=mode, num_classes=C)
@@ -268,8 +268,6 @@ def demo(*, steps: Any = None, rng: Any = 0, progress: bool = False, n_ego: Any 
             history[name] = _train_prompt(model, x, edges, tr, ytr, steps, int(seeds[3]), 0.03, mode != "imle")
             out[name] = _evaluate(model, x, edges, te, yte, planted[half:])
             out[name]["train_time"] = time.perf_counter() - t0
-            if progress:
-                print(f"{name}: " + ", ".join(f"{key} {v:.3f}" for key, v in out[name].items()))
     out["k"] = k
     out["candidates"] = 2 + 2 * 4
     out["n_test"] = int(len(te))
@@ -298,15 +296,16 @@ def run(*, quick: bool = True, out: Callable[[str], Any] = print, plot: Any = No
             f"{'-' if soft is None else f'{soft:.3f}':>10}{'-' if edges is None else f'{edges:.2f}':>9}")
     out("(accuracy: hard top-k prompt at test; soft acc, w > 1/2: the continuous prompt with its training-time "
         "soft weights, and its candidates per target weighted above 1/2)")
-    rows.append({"area": "torch", "method": "dipg", "n": m["n_test"],
+    rows.append({"area": "torch", "method": "DiP-G hard prompts vs a continuous prompt, planted graph",
+                 "n": m["n_test"],
                  "result": f"acc {m['dipg']['accuracy']:.2f}, recall {m['dipg']['recall']:.2f}",
                  "vs anchor": f"continuous acc {m['continuous']['accuracy']:.2f}, recall "
                               f"{m['continuous']['recall']:.2f}",
                  "speed": f"{res.wall_time:.1f} s"})
     if plot is not None:
-        from numtk._lib._optional import import_optional
+        from numtk._lib._optional import pyplot
 
-        plt = import_optional("matplotlib.pyplot", purpose="the demo's figure")
+        plt = pyplot()
         fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.4))
         for key in ("dipg", "continuous"):
             a1.plot(res.history[key], label=labels[key])
