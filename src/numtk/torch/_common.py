@@ -20,7 +20,7 @@ from numtk._lib._rng import normalize_rng
 torch = import_optional("torch", purpose="numtk.torch (the PyTorch bridge)")
 
 __all__ = ["torch", "torch_generator", "device_generator", "standard_gamma", "check_tensor", "check_reduction",
-           "reduce_loss", "check_like", "check_same_device", "torch_threads", "check_callable"]
+           "reduce_loss", "check_like", "check_same_device", "torch_threads", "check_callable", "numpy_rng"]
 
 #: the values of ``reduction=``, as in torch.nn.functional
 REDUCTIONS = ("mean", "sum", "none")
