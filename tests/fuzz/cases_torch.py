@@ -17,6 +17,7 @@ from _cases_tokendrop import TOKENDROP
 from _cases_contrastive import CONTRASTIVE
 from _cases_dipg import DIPG
 from _cases_dyco import DYCO
+from _cases_models import MODELS
 
 
 def _llep_module():
@@ -139,4 +140,5 @@ CASES = {c.name: c for c in [
     *CONTRASTIVE,
     *DIPG,
     *DYCO,
+    *MODELS,
 ]}

@@ -28,6 +28,7 @@ Modules
    contrastive -- contrastive identifiability: vMF conditionals, InfoNCE and its support correction, R2 and MCC.
    dipg       -- DiP-G: discrete graph prompts learned through a perturbed top-k and the I-MLE estimator.
    dyco       -- DyCo-CL: virtual adversarial views, a 1-D shifted-window signal transformer, cumulant features.
+   models     -- tiny real models from PyPI wheels (SmolLM2-135M, all-MiniLM-L6-v2) as transformers models, offline.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import importlib
 from typing import Any
 
 # The bridge's public modules; each is imported (with torch) on first access.
-submodules = ["llep", "puzzle", "tokendrop", "moddit", "mswt", "spectral", "contrastive", "dipg", "dyco"]
+submodules = ["llep", "puzzle", "tokendrop", "moddit", "mswt", "spectral", "contrastive", "dipg", "dyco", "models"]
 
 __all__ = list(submodules)
 
