@@ -301,7 +301,8 @@ def load_smollm2(*, dtype: Any = torch.float32, device: Any = "cpu") -> tuple[An
     state = _smollm2_state(reader, gguf, config)
     del reader
     # built without memory on the meta device, then given the file's tensors (assign: no copy); the rotary
-    # table, a buffer computed from the config rather than loaded, is rebuilt on the CPU
+    # frequencies, a buffer computed from the config rather than loaded, are rebuilt on the device at the end
+    # (in float32 whatever the dtype, as transformers' from_pretrained leaves them)
     with torch.device("meta"):
         model = transformers.LlamaForCausalLM(config)
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
@@ -309,12 +310,15 @@ def load_smollm2(*, dtype: Any = torch.float32, device: Any = "cpu") -> tuple[An
     if missing or unexpected:
         raise ValueError(f"{path}: the weights do not fit LlamaForCausalLM (missing {missing[:5]}, unexpected "
                          f"{unexpected[:5]})")
-    model.model.rotary_emb = type(model.model.rotary_emb)(config=config)
+    rotary = type(model.model.rotary_emb)
+    model.model.rotary_emb = rotary(config=config)
     model.tie_weights()
     left = [n for n, b in model.named_buffers() if b.is_meta] + [n for n, p in model.named_parameters() if p.is_meta]
     if left:  # pragma: no cover - a transformers release with other buffers
         raise RuntimeError(f"LlamaForCausalLM has tensors that the file does not give: {left[:5]}")
-    return model.to(device=device, dtype=dtype).eval(), tokenizer
+    model = model.to(device=device, dtype=dtype)
+    model.model.rotary_emb = rotary(config=config, device=device)
+    return model.eval(), tokenizer
 
 
 # --------------------------------------------------------------------------------------------------
