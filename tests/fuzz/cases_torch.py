@@ -17,6 +17,10 @@ from _cases_tokendrop import TOKENDROP
 from _cases_contrastive import CONTRASTIVE
 from _cases_dipg import DIPG
 from _cases_dyco import DYCO
+from _cases_knowbias import KNOWBIAS
+from _cases_ffr import FFR
+from _cases_privcode import PRIVCODE
+from _cases_pisa import PISA
 from _cases_models import MODELS
 
 
@@ -140,5 +144,9 @@ CASES = {c.name: c for c in [
     *CONTRASTIVE,
     *DIPG,
     *DYCO,
+    *KNOWBIAS,
+    *FFR,
+    *PRIVCODE,
+    *PISA,
     *MODELS,
 ]}

@@ -170,7 +170,11 @@ AREAS: tuple[Area, ...] = (
                Demo("spectral", "numtk.torch._demo_spectral:run", requires=("torch",)),
                Demo("contrastive", "numtk.torch._demo_contrastive:run", requires=("torch",)),
                Demo("dipg", "numtk.torch._demo_dipg:run", requires=("torch",)),
-               Demo("dyco", "numtk.torch._demo_dyco:run", requires=("torch",))),
+               Demo("dyco", "numtk.torch._demo_dyco:run", requires=("torch",)),
+               Demo("knowbias", "numtk.torch._demo_knowbias:run", requires=("torch",)),
+               Demo("ffr", "numtk.torch._demo_ffr:run", requires=("torch",)),
+               Demo("privcode", "numtk.torch._demo_privcode:run", requires=("torch",)),
+               Demo("pisa", "numtk.torch._demo_pisa:run", requires=("torch",))),
         compare=(
             CompareSection("tokendrop", "benchmarks._torch_tokendrop:compare",
                            help="numtk.torch.tokendrop: saved-activation bytes and step time for rho in "
@@ -191,6 +195,18 @@ AREAS: tuple[Area, ...] = (
             CompareSection("dyco", "benchmarks._torch_dyco:compare",
                            help="numtk.datasets.rml2016_like windows per second on one core; DyCo-CL's training "
                                 "step beside plain SimCLR"),
+            CompareSection("knowbias", "benchmarks._torch_knowbias:compare",
+                           help="numtk.torch.knowbias: batched integrated gradients of one layer against a loop "
+                                "over the interpolation steps"),
+            CompareSection("ffr", "benchmarks._torch_ffr:compare",
+                           help="numtk.torch.ffr: the GRPO token loss and one GRPO step beside a plain "
+                                "cross-entropy step"),
+            CompareSection("privcode", "benchmarks._torch_privcode:compare",
+                           help="numtk.torch.privcode: a DP-SGD step against Opacus's and a non-private step; "
+                                "the RDP accountant's time"),
+            CompareSection("pisa", "benchmarks._torch_pisa:compare",
+                           help="numtk.torch.pisa: clipping and noise at the split, the analytic Gaussian "
+                                "calibration's time"),
         ),
     ),
 )

@@ -29,6 +29,10 @@ Modules
    dipg       -- DiP-G: discrete graph prompts learned through a perturbed top-k and the I-MLE estimator.
    dyco       -- DyCo-CL: virtual adversarial views, a 1-D shifted-window signal transformer, cumulant features.
    models     -- tiny real models from PyPI wheels (SmolLM2-135M, all-MiniLM-L6-v2) as transformers models, offline.
+   knowbias   -- KnowBias: FFN neuron hooks, integrated-gradient attribution, selection and enhancement.
+   ffr        -- FFR: robust-improvement rewards, group-normalised advantages and the GRPO token loss.
+   privcode   -- PrivCode++: per-sample gradients, DP-SGD, the RDP accountant, the syntax-aware KL.
+   pisa       -- PISA (reconstructed): noise at the split, analytic Gaussian calibration, MRP, fusion.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ import importlib
 from typing import Any
 
 # The bridge's public modules; each is imported (with torch) on first access.
-submodules = ["llep", "puzzle", "tokendrop", "moddit", "mswt", "spectral", "contrastive", "dipg", "dyco", "models"]
+submodules = ["llep", "puzzle", "tokendrop", "moddit", "mswt", "spectral", "contrastive", "dipg", "dyco", "models",
+              "knowbias", "ffr", "privcode", "pisa"]
 
 __all__ = list(submodules)
 

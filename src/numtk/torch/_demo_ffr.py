@@ -1,0 +1,1 @@
+"""Demo of numtk.torch.ffr (placeholder: filled by issue 24)."""

@@ -1,0 +1,1 @@
+"""Demo of numtk.torch.knowbias (placeholder: filled by issue 24)."""

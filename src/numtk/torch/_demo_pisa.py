@@ -1,0 +1,1 @@
+"""Demo of numtk.torch.pisa (placeholder: filled by issue 24)."""

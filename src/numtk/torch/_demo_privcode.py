@@ -1,0 +1,1 @@
+"""Demo of numtk.torch.privcode (placeholder: filled by issue 24)."""

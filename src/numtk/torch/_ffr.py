@@ -1,0 +1,1 @@
+"""numtk.torch.ffr (placeholder: filled by issue 24)."""

@@ -1,0 +1,1 @@
+"""numtk.torch.knowbias (placeholder: filled by issue 24)."""

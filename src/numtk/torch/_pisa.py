@@ -1,0 +1,1 @@
+"""numtk.torch.pisa (placeholder: filled by issue 24)."""

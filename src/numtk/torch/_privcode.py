@@ -1,0 +1,1 @@
+"""numtk.torch.privcode (placeholder: filled by issue 24)."""

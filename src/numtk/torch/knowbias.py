@@ -1,0 +1,2 @@
+"""numtk.torch.knowbias (placeholder: filled by issue 24)."""
+from numtk.torch import _common  # noqa: F401
