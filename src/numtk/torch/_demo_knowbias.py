@@ -1,1 +1,9 @@
-"""Demo of numtk.torch.knowbias (placeholder: filled by issue 24)."""
+"""Demo of numtk.torch.knowbias (in progress)."""
+
+
+def demo(*, steps=None, rng=0, progress=False, smollm2=None):
+    raise NotImplementedError
+
+
+def run(*, quick=True, out=print, plot=None):
+    raise NotImplementedError
