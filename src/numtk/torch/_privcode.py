@@ -324,14 +324,12 @@ def dp_sgd_step(model: Any, loss_fn: Any, batch: Any, optimizer: Any, *, clip_no
 
     if n > 0:
         grads, losses = _per_sample(model, loss_fn, batch, leaves, spec, n, chunk_size, method)
-        sq = None
-        for g in grads.values():
-            s = g.reshape(n, -1).pow(2).sum(1)
-            sq = s if sq is None else sq + s.to(sq.dtype)
-        norms = sq.sqrt()
+        # one norm per example over every parameter: the norms of the parameters' slices, then their norm
+        per_param = [torch.linalg.vector_norm(g.reshape(n, -1), dim=1) for g in grads.values()]
+        norms = torch.linalg.vector_norm(torch.stack([v.to(per_param[0].dtype) for v in per_param]), dim=0)
         factor = (clip_norm / norms).clamp(max=1.0)          # norm 0 -> inf -> 1; C = inf -> 1
         factor = torch.where(torch.isnan(factor), torch.ones_like(factor), factor)
-        summed = {k: torch.einsum("b,b...->...", factor.to(g.dtype), g) for k, g in grads.items()}
+        summed = {k: torch.tensordot(factor.to(g.dtype), g, dims=1) for k, g in grads.items()}
         loss = float(losses.mean())
         clip_fraction = float((norms > clip_norm).float().mean())
     else:
