@@ -148,7 +148,7 @@ def _smollm2(steps: int, n_questions: int, layers: tuple[int, ...], seed: int) -
     return out
 
 
-@constraints(steps="int>=2", rng="rng", progress="bool", smollm2=("bool", "option"), questions="count",
+@constraints(steps="int>=2", rng="rng", progress="bool", smollm2="bool", questions="count",
              layers="any")
 def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, smollm2: bool | None = None,
          questions: int = SMOL_QUESTIONS, layers: tuple[int, ...] = SMOL_LAYERS) -> Any:

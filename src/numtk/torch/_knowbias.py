@@ -198,7 +198,7 @@ class ActivationHook:
         self.remove()
 
 
-@constraints(module="any", position=("index", "option"))
+@constraints(module="any", position="index")
 def ffn_activation_hook(module: "nn.Module", position: int | None = -1) -> ActivationHook:
     """Record an FFN module's activations at one position, on every forward call, until removed.
 
@@ -394,7 +394,7 @@ def _ig_one(model: "nn.Module", module: "nn.Module", ids: "torch.Tensor", target
 
 
 @constraints(model="any", input_ids="tensor", target_id="any", layer="index", steps="int>=2", module_name="any",
-             position="index", batch_size=("count", "option"), prefix_cache=("bool", "option"))
+             position="index", batch_size="count", prefix_cache="bool")
 def integrated_gradients_neurons(model: "nn.Module", input_ids: "torch.Tensor", target_id: Any, layer: int, *,
                                  steps: int = 20, module_name: str | None = None, position: int = -1,
                                  batch_size: int | None = None, prefix_cache: bool | None = None) -> Result:
@@ -831,7 +831,7 @@ def planted_neuron_model(*, layer: int = 1, unit: int = 5, no_id: int = 2, stren
     no_id : int
         The token whose probability the unit drives.
     strength : float, default 2.0
-        The planted unit's typical gate value.
+        The planted unit's typical gate value, in [-100, 100].
     vocab_size, hidden_size, intermediate_size : int
         Sizes (at least 2 hidden features).
     rng : None, int, numpy.random.Generator or torch.Generator, default 0
@@ -862,9 +862,12 @@ def planted_neuron_model(*, layer: int = 1, unit: int = 5, no_id: int = 2, stren
         raise ValueError(f"`hidden_size` must be a multiple of 4 (4 heads of even width); got {hidden_size}")
     intermediate_size = check_int(intermediate_size, "intermediate_size", minimum=1, maximum=2**16)
     layer = check_int(layer, "layer", minimum=0, maximum=1)
-    unit = check_int(unit, "unit", minimum=0, maximum=intermediate_size - 1)
+    unit = check_int(unit, "unit", minimum=0, maximum=2**31 - 1)
+    if unit >= intermediate_size:
+        raise ValueError(f"`unit` must be a unit of the gate projection, below `intermediate_size` = "
+                         f"{intermediate_size}; got {unit}")
     no_id = check_int(no_id, "no_id", minimum=0, maximum=vocab_size - 1)
-    strength = check_real(strength, "strength")
+    strength = check_real(strength, "strength", low=-100.0, high=100.0)
     cfg = TinyLlamaConfig(vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=intermediate_size,
                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2)
     model = TinyLlamaForCausalLM(cfg, rng=rng)

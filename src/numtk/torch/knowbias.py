@@ -22,7 +22,6 @@ Attribution
    integrated_gradients_neurons  -- IG of one layer's FFN neurons for a target token (batched path, completeness).
    ffn_module_name               -- the FFN input projection of a layer, detected from the model's layout.
    ffn_activation_hook           -- record a module's activations at one position on every forward call.
-   ActivationHook                -- the recorder (a context manager).
    LAYOUTS                       -- the known layouts: llama, GPT-2, BERT (masked LM and encoder).
 
 Selection and enhancement
@@ -34,7 +33,6 @@ Selection and enhancement
    select_neurons           -- neurons above a share of each prompt's maximum in more than a share of prompts.
    select_neurons_adaptive  -- the same, moving the share until 2-5 neurons are kept.
    enhance_neurons          -- multiply selected units by lam at the last position of every call (context manager).
-   NeuronEnhancement        -- the registered hooks.
 
 Problems and demo
 -----------------
@@ -50,11 +48,10 @@ Problems and demo
 
 from numtk.torch import _common  # noqa: F401 - first: the ImportError that names the extra
 from numtk.torch._demo_knowbias import demo
-from numtk.torch._knowbias import (LAYOUTS, ActivationHook, NeuronEnhancement, bias_questions, encode_question,
-                                   enhance_neurons, ffn_activation_hook, ffn_module_name,
-                                   integrated_gradients_neurons, planted_neuron_model, select_neurons,
-                                   select_neurons_adaptive)
+from numtk.torch._knowbias import (LAYOUTS, bias_questions, encode_question, enhance_neurons, ffn_activation_hook,
+                                   ffn_module_name, integrated_gradients_neurons, planted_neuron_model,
+                                   select_neurons, select_neurons_adaptive)
 
-__all__ = ["integrated_gradients_neurons", "ffn_module_name", "ffn_activation_hook", "ActivationHook", "LAYOUTS",
-           "select_neurons", "select_neurons_adaptive", "enhance_neurons", "NeuronEnhancement",
-           "planted_neuron_model", "bias_questions", "encode_question", "demo"]
+__all__ = ["integrated_gradients_neurons", "ffn_module_name", "ffn_activation_hook", "LAYOUTS", "select_neurons",
+           "select_neurons_adaptive", "enhance_neurons", "planted_neuron_model", "bias_questions", "encode_question",
+           "demo"]
