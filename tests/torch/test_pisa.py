@@ -440,3 +440,47 @@ def test_pcgrad_lists_flatten_consistently():
         rectify_gradients([torch.ones(2)], [torch.ones(3)])
     with pytest.raises(TypeError, match="`g_task`"):
         rectify_gradients("x", torch.ones(2))
+
+
+# --------------------------------------------------------------------------------------------------
+# the demonstration and its task
+# --------------------------------------------------------------------------------------------------
+def test_sentence_pairs_are_balanced_and_labelled_by_meaning():
+    from numtk.torch._demo_pisa import VOCABULARIES, sentence_pairs
+
+    a, b, y = sentence_pairs(400, rng=0)
+    assert len(a) == len(b) == 400 and 0.4 < y.mean() < 0.6
+    same = [x for x, lab in zip(zip(a, b), y) if lab == 1]
+    # a positive pair keeps the subject and the object of the first sentence
+    for s1, s2 in same[:50]:
+        words = set(s2.replace(",", "").split())
+        assert all(w in words for w in s1.split() if w not in ("the",) and len(w) > 3 and w not in
+                   ("bought", "fixed", "found", "sold", "cleaned", "built", "carried", "watched"))
+    pa, pb, _ = sentence_pairs(50, vocab="public", rng=0)
+    private = set(VOCABULARIES["private"]["objects"])
+    assert not any(w in private for s in pa + pb for w in s.split())
+    (a1, b1, y1), (a2, b2, y2) = sentence_pairs(5, rng=3), sentence_pairs(5, rng=3)
+    assert a1 == a2 and b1 == b2 and np.array_equal(y1, y2)
+
+
+def test_demo_runs_and_accuracy_falls_with_noise():
+    from numtk.torch.pisa import demo
+
+    res = demo(steps=3, sigmas=(0.0, 1.0), n_train=24, n_test=24, model="tiny", dsc=True, rng=0)
+    m, h = res.metrics, res.history
+    assert h["sigma"] == [0.0, 1.0] and len(h["mrp_loss"]) == 3
+    assert m["sigma=0"]["epsilon"] is None
+    assert m["sigma=1"]["epsilon"] == pytest.approx(split_epsilon(m["clip_norm"], 1.0, 12, 2, 1e-5).epsilon)
+    assert m["sigma=1"]["epsilon_sequence"] < m["sigma=1"]["epsilon"]
+    for key in ("plain", "mrp", "mrp_dsc"):
+        assert all(0.0 <= v <= 1.0 for v in h[key])
+    # at sigma = 1 the token noise is ~8x the clipped signal of every token: the noisy server stream is
+    # near chance, well below the clipped-only accuracy
+    assert h["plain"][1] <= h["plain"][0]
+    assert res.wall_time > 0
+    again = demo(steps=3, sigmas=(0.0, 1.0), n_train=24, n_test=24, model="tiny", dsc=True, rng=0)
+    assert again.history["plain"] == h["plain"] and again.history["mrp"] == h["mrp"]
+    with pytest.raises(ValueError, match="`sigmas`"):
+        demo(sigmas=(-1.0,), model="tiny")
+    with pytest.raises(ValueError, match="`model`"):
+        demo(model="bert")

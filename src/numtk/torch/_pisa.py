@@ -37,7 +37,7 @@ __all__ = ["clip_and_noise", "gaussian_sigma", "gaussian_delta", "gaussian_epsil
 _PER = ("token", "sequence")
 _STREAMS = ("noisy", "clipped", "clean")
 #: the largest sequence length / number of releases split_epsilon takes (far beyond any use)
-_MAX_COUNT = 2**40
+_MAX_COUNT = 10**9
 #: the range of mu = sensitivity / std searched by the calibration
 _MU_LO, _MU_HI = 1e-12, 1e12
 
@@ -100,8 +100,9 @@ def clip_and_noise(h: "torch.Tensor", clip_norm: float, noise_multiplier: float,
                          f"(tokens, features); got shape {tuple(h.shape)}")
     gen = device_generator(rng, h.device, tensor="`h`")
     std = noise_multiplier * clip_norm
-    if not math.isfinite(std):
-        raise ValueError(f"`noise_multiplier` * `clip_norm` must be finite; got {noise_multiplier!r} * {clip_norm!r}")
+    if not math.isfinite(std) or std * 64.0 > torch.finfo(h.dtype).max:
+        raise ValueError(f"`noise_multiplier` * `clip_norm` = {noise_multiplier!r} * {clip_norm!r} is too large for "
+                         f"the noise to stay finite in {h.dtype}")
     dims = (-1,) if per == "token" else (-2, -1)
     norm = torch.linalg.vector_norm(h, dim=dims, keepdim=True)
     tiny = torch.finfo(h.dtype).tiny
@@ -375,9 +376,9 @@ def split_epsilon(clip_norm: float, noise_multiplier: float, seq_len: int, relea
     noise_multiplier : float
         :math:`\sigma > 0` (without noise there is no finite epsilon).
     seq_len : int
-        :math:`T`, the number of token vectors of one sequence sent across the split.
+        :math:`T`, the number of token vectors of one sequence sent across the split (at most 1e9).
     releases : int
-        :math:`E`, how many times each sequence is sent (each with fresh noise).
+        :math:`E`, how many times each sequence is sent (each with fresh noise; at most 1e9).
     delta : float
         :math:`\delta` in (0, 1).
     per : {"token", "sequence"}, default "token"
@@ -428,7 +429,10 @@ def split_epsilon(clip_norm: float, noise_multiplier: float, seq_len: int, relea
         if isinstance(orders, (str, bytes)) or not hasattr(orders, "__len__") and not hasattr(orders, "__array__"):
             raise TypeError(f"`orders` must be a 1-D array of Renyi orders > 1; got {type(orders).__name__}")
         try:
-            orders = np.asarray(orders, dtype=np.float64)
+            raw = np.asarray(orders)
+            if np.iscomplexobj(raw):
+                raise TypeError
+            orders = raw.astype(np.float64)
         except (TypeError, ValueError):
             raise TypeError("`orders` must be a 1-D array of real Renyi orders > 1") from None
         if orders.ndim != 1 or orders.size == 0:
@@ -543,8 +547,10 @@ class SplitModel(torch.nn.Module):
         return clip_and_noise(h, self.clip_norm, self.noise_multiplier if stream == "noisy" else 0.0,
                               per=self.per, rng=rng)
 
+    @constraints(h="tensor", attention_mask="any")
     def serve(self, h: "torch.Tensor", attention_mask: Any = None) -> Any:
         """The server's output on a released representation ``h`` (with the mask only if ``send_mask``)."""
+        check_tensor(h, "h")
         if self.send_mask and attention_mask is not None:
             return self.server(h, attention_mask=attention_mask)
         return self.server(h)
@@ -568,10 +574,41 @@ def _additive_mask(attention_mask: Any, like: "torch.Tensor", name: str = "atten
     if attention_mask.ndim != 2 or tuple(attention_mask.shape) != tuple(like.shape[:2]):
         raise ValueError(f"`{name}` must have shape {tuple(like.shape[:2])} (batch, tokens); got "
                          f"{tuple(attention_mask.shape)}")
+    if attention_mask.is_complex() or not bool(((attention_mask == 0) | (attention_mask == 1)).all()):
+        raise ValueError(f"`{name}` must hold 0 (padding) and 1 (token) only")
     m = attention_mask.to(device=like.device, dtype=like.dtype)
     return ((1.0 - m) * torch.finfo(like.dtype).min)[:, None, None, :]
 
 
+def _check_hidden(hidden: "torch.Tensor", layers: Any, name: str) -> None:
+    """``hidden`` (B, T, d) fits the first block: width, dtype and device of its parameters."""
+    if not len(layers):
+        return
+    p = next(layers[0].parameters(), None)
+    query = getattr(getattr(getattr(layers[0], "attention", None), "self", None), "query", None)
+    width = getattr(query, "in_features", None)
+    if width is not None and hidden.shape[-1] != width:
+        raise ValueError(f"`{name}` must have {width} features (the blocks' hidden size); got shape "
+                         f"{tuple(hidden.shape)}")
+    if p is not None and (hidden.dtype != p.dtype or hidden.device != p.device):
+        raise TypeError(f"`{name}` must have the dtype and device of the blocks ({p.dtype}, {p.device}); got "
+                        f"{hidden.dtype}, {hidden.device}")
+
+
+def _check_layers(layers: Any, name: str = "layers") -> list:
+    if isinstance(layers, torch.nn.Module) and not isinstance(layers, torch.nn.ModuleList):
+        raise TypeError(f"`{name}` must be a sequence of transformer blocks (nn.Module); got one "
+                        f"{type(layers).__name__}")
+    if isinstance(layers, (str, bytes)) or not hasattr(layers, "__iter__"):
+        raise TypeError(f"`{name}` must be a sequence of transformer blocks (nn.Module); got "
+                        f"{type(layers).__name__}")
+    layers = list(layers)
+    if not all(isinstance(m, torch.nn.Module) for m in layers):
+        raise TypeError(f"`{name}` must hold nn.Module blocks (BertLayer)")
+    return layers
+
+
+@constraints(embeddings="callable", layers="any")
 class BertClient(torch.nn.Module):
     """The bottom of a BERT encoder: embeddings and the first ``layer`` blocks (see :func:`split_bert`).
 
@@ -581,13 +618,27 @@ class BertClient(torch.nn.Module):
 
     def __init__(self, embeddings: Any, layers: Sequence[Any]):
         super().__init__()
+        if not isinstance(embeddings, torch.nn.Module):
+            raise TypeError(f"`embeddings` must be a BertEmbeddings module; got {type(embeddings).__name__}")
         self.embeddings = embeddings
-        self.layers = torch.nn.ModuleList(layers)
+        self.layers = torch.nn.ModuleList(_check_layers(layers))
 
+    @constraints(input_ids="any", attention_mask="any", token_type_ids="any")
     def forward(self, input_ids: "torch.Tensor", attention_mask: Any = None, token_type_ids: Any = None) -> Any:
+        """Token ids (B, T) (an integer tensor: checked here, so declared ``any``), an optional 0/1 mask and
+        segment ids of the same shape -> the hidden states (B, T, d) after the client's blocks."""
         check_tensor(input_ids, "input_ids", ndim=2, dtype="integer")
+        words = getattr(getattr(self.embeddings, "word_embeddings", None), "num_embeddings", None)
+        if words is not None and input_ids.numel() and (int(input_ids.min()) < 0 or int(input_ids.max()) >= words):
+            raise ValueError(f"`input_ids` must lie in [0, {words}) (the vocabulary)")
+        positions = getattr(getattr(self.embeddings, "position_embeddings", None), "num_embeddings", None)
+        if positions is not None and input_ids.shape[1] > positions:
+            raise ValueError(f"`input_ids` must have at most {positions} tokens (the position embeddings); got "
+                             f"{input_ids.shape[1]}")
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(input_ids)
+        else:
+            check_tensor(token_type_ids, "token_type_ids", shape=tuple(input_ids.shape), dtype="integer")
         h = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
         mask = _additive_mask(attention_mask, h)
         for layer in self.layers:
@@ -595,6 +646,7 @@ class BertClient(torch.nn.Module):
         return h
 
 
+@constraints(layers="any")
 class BertServer(torch.nn.Module):
     """The top of a BERT encoder: the blocks after the split (see :func:`split_bert`).
 
@@ -603,10 +655,13 @@ class BertServer(torch.nn.Module):
 
     def __init__(self, layers: Sequence[Any]):
         super().__init__()
-        self.layers = torch.nn.ModuleList(layers)
+        self.layers = torch.nn.ModuleList(_check_layers(layers))
 
+    @constraints(hidden="tensor", attention_mask="any")
     def forward(self, hidden: "torch.Tensor", attention_mask: Any = None) -> "torch.Tensor":
+        """Hidden states (B, T, d) and an optional 0/1 mask (B, T) -> the last hidden state (B, T, d)."""
         check_tensor(hidden, "hidden", ndim=3)
+        _check_hidden(hidden, self.layers, "hidden")
         mask = _additive_mask(attention_mask, hidden)
         for layer in self.layers:
             hidden = layer(hidden, attention_mask=mask)[0]
@@ -749,6 +804,9 @@ def mrp_loss(server: Callable, h_clean: "torch.Tensor", h_noisy: "torch.Tensor",
         if not isinstance(task, torch.Tensor) or task.numel() != 1:
             raise TypeError("`task_loss` must return a scalar tensor")
         loss = loss + task.reshape(())
+    if not bool(torch.isfinite(loss.detach()).all()):
+        raise ValueError(f"the loss is not finite: `lam` = {lam!r} is too large for {loss.dtype}, or the server's "
+                         "output or the task loss overflows")
     return loss
 
 
@@ -881,11 +939,12 @@ def rectify_gradients(g_task: Any, g_comp: Any) -> Any:
     for i, (a, b) in enumerate(zip(p1, p2)):
         if a is not None and b is not None:
             where = "`g_comp`" if single2 else f"`g_comp[{i}]`"
+            task = "`g_task`" if single1 else f"`g_task[{i}]`"
             if a.shape != b.shape:
-                raise ValueError(f"{where} must have the shape of the task gradient's entry, {tuple(a.shape)}; got "
-                                 f"{tuple(b.shape)}")
+                raise ValueError(f"{where} must have the shape of {task}, {tuple(a.shape)}; got {tuple(b.shape)}")
             if a.device != b.device or a.dtype != b.dtype:
-                raise ValueError(f"{where} must have the dtype and device of the task gradient's entry")
+                raise ValueError(f"{where} must have the dtype and device of {task}, {a.dtype} on {a.device}; got "
+                                 f"{b.dtype} on {b.device}")
     if ref is None:
         return g_task
     acc = torch.float64 if ref.dtype == torch.float64 else torch.float32
