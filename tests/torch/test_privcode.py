@@ -541,6 +541,7 @@ def smollm2():
     return load_smollm2()
 
 
+@pytest.mark.slow  # loading the model takes ~5 s, the vmap through its 30 blocks a few more
 def test_smollm2_per_sample_grads_and_one_dp_step(smollm2):
     model, tok = smollm2
     snippets = ["def add(a, b):\n    return a + b\n", "for i in range(3):\n    print(i * i)\n"]

@@ -17,7 +17,7 @@ import numpy as np
 
 from numtk._lib import Result
 from numtk._lib._constraints import constraints
-from numtk._lib._validation import check_int, check_option, check_real
+from numtk._lib._validation import check_int, check_option, check_real, check_size
 from numtk.torch import _accounting
 from numtk.torch._common import (check_callable, check_reduction, check_tensor, device_generator, reduce_loss,
                                  torch, torch_generator)
@@ -147,7 +147,7 @@ def _transformed(t: "torch.Tensor") -> bool:
     """Whether ``t`` is wrapped by a torch.func transform (vmap, grad): value checks (``.item()``, data-dependent
     branches) cannot run on it, shape checks can."""
     f = getattr(getattr(torch._C, "_functorch", None), "is_functorch_wrapped_tensor", None)
-    return bool(f(t)) if f is not None else False
+    return bool(f(t)) if f is not None and isinstance(t, torch.Tensor) else False
 
 
 def _check_loss(loss: Any) -> None:
@@ -380,6 +380,7 @@ def poisson_sample(n: int, sample_rate: float, *, rng: Any = None, device: Any =
     (torch.int64, True)
     """
     n = check_int(n, "n", minimum=1, maximum=2**40)
+    check_size(n, 9.0, "n")   # the float64 draws and the mask
     q = check_real(sample_rate, "sample_rate", low=0.0, high=1.0)
     try:
         device = torch.device(device)
@@ -419,9 +420,9 @@ def _orders(orders: Any) -> np.ndarray:
 def _check_accounting(q: Any, noise_multiplier: Any, steps: Any | None, delta: Any | None) -> tuple:
     q = check_real(q, "q", low=0.0, high=1.0)
     sigma = check_real(noise_multiplier, "noise_multiplier", low=0.0, low_open=True)
-    if sigma < 1e-3:
-        raise ValueError(f"`noise_multiplier` must be at least 1e-3 (below, the RDP overflows: no finite epsilon); "
-                         f"got {sigma!r}")
+    if not 1e-3 <= sigma <= 1e6:
+        raise ValueError(f"`noise_multiplier` must lie in [1e-3, 1e6] (below, the RDP overflows: no finite epsilon; "
+                         f"above, it underflows to 0); got {sigma!r}")
     if steps is not None:
         steps = check_int(steps, "steps", minimum=1, maximum=_MAX_STEPS)
     if delta is not None:
@@ -443,7 +444,7 @@ def sampled_gaussian_rdp(q: float, noise_multiplier: float, orders: Any = None) 
     q : float
         The Poisson sampling rate in [0, 1].
     noise_multiplier : float
-        sigma >= 1e-3, the noise standard deviation over the clipping norm.
+        sigma in [1e-3, 1e6], the noise standard deviation over the clipping norm.
     orders : None, 'integers', 'opacus' or array of float
         The Renyi orders (> 1): None or 'integers' for 2, 3, ..., 256; 'opacus' for Opacus's default grid
         (:data:`OPACUS_ORDERS`).
@@ -481,7 +482,7 @@ def rdp_epsilon(q: float, noise_multiplier: float, steps: int, delta: float, ord
     q : float
         The sampling rate in [0, 1] (expected batch size over the number of records).
     noise_multiplier : float
-        sigma >= 1e-3.
+        sigma in [1e-3, 1e6].
     steps : int
         The number of steps, >= 1.
     delta : float
@@ -511,7 +512,7 @@ def rdp_epsilon(q: float, noise_multiplier: float, steps: int, delta: float, ord
     return _accounting.rdp_to_epsilon(rdp, o, delta)[0]
 
 
-@constraints(epsilon="real>0", delta="prob_open", q="prob_open", steps="count", orders=("option", "array1d"),
+@constraints(epsilon="real>0", delta="prob_open", q="prob", steps="count", orders=("option", "array1d"),
              rtol="real>0")
 def noise_multiplier_for(epsilon: float, delta: float, q: float, steps: int, *, orders: Any = None,
                          rtol: float = 1e-6) -> float:
@@ -607,7 +608,7 @@ def lambda_schedule(t: int, lam_max: float = 1000.0, lam_min: float = 0.1, alpha
     alpha : float, default 0.01
         The decay rate per step, >= 0.
     every : int, default 20
-        The length of the staircase's steps.
+        The length of the staircase's steps (at most 1e9).
 
     Returns
     -------
@@ -623,7 +624,7 @@ def lambda_schedule(t: int, lam_max: float = 1000.0, lam_min: float = 0.1, alpha
     lam_max = check_real(lam_max, "lam_max")
     lam_min = check_real(lam_min, "lam_min")
     alpha = check_real(alpha, "alpha", low=0.0)
-    every = check_int(every, "every", minimum=1)
+    every = check_int(every, "every", minimum=1, maximum=_MAX_STEPS)
     effective = (t // every) * every
     return lam_min + (lam_max - lam_min) * math.exp(-alpha * effective)
 
@@ -924,6 +925,7 @@ class LatentPrefix(torch.nn.Module):
             raise ValueError(f"`codes` must lie in [0, {self.num_codes})")
         return codes
 
+    @constraints(inputs_embeds="tensor", codes="any")
     def forward(self, inputs_embeds: "torch.Tensor", codes: "torch.Tensor") -> "torch.Tensor":
         """Prepend each example's prefix: (B, T, dim) embeddings and (B,) codes -> (B, m + T, dim).
 
@@ -939,16 +941,25 @@ class LatentPrefix(torch.nn.Module):
         pre = self.prefixes[codes].to(inputs_embeds.dtype)
         return torch.cat([pre, inputs_embeds], dim=1)
 
+    @constraints(x="any", value="real")
     def pad(self, x: "torch.Tensor", value: Any = 0) -> "torch.Tensor":
         """Prepend m columns of ``value`` to a (B, T) tensor: 1 for an attention mask, -100 for labels."""
         if not isinstance(x, torch.Tensor) or x.ndim != 2:
             raise TypeError("`x` must be a 2-D torch.Tensor (B, T)") if not isinstance(x, torch.Tensor) else \
                 ValueError(f"`x` must be 2-D (B, T); got shape {tuple(x.shape)}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise TypeError(f"`value` must be a finite int or float; got {value!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"`value` must be finite; got {value!r}")
+        if not x.is_floating_point():
+            info = torch.iinfo(x.dtype) if x.dtype != torch.bool else None
+            if info is None or value != int(value) or not info.min <= value <= info.max:
+                raise ValueError(f"`value` must be representable in `x`'s dtype {x.dtype}; got {value!r}")
+            value = int(value)
         cols = torch.full((x.shape[0], self.prefix_len), value, dtype=x.dtype, device=x.device)
         return torch.cat([cols, x], dim=1)
 
+    @constraints(n="count", probs="tensor", rng="rng")
     def sample_codes(self, n: int, *, probs: Any = None, rng: Any = None) -> "torch.Tensor":
         """n codes for synthesis, uniform or with probabilities ``probs`` (K,) (e.g. a noisy histogram of code
         usage, normalised; negative entries of a noisy histogram must be clipped first)."""
