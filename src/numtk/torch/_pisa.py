@@ -109,7 +109,8 @@ def clip_and_noise(h: "torch.Tensor", clip_norm: float, noise_multiplier: float,
     factor = (clip_norm / norm.clamp_min(tiny)).clamp(max=1.0)
     out = h * factor
     if std > 0.0 and h.numel():
-        out = out + std * torch.randn(h.shape, generator=gen, dtype=h.dtype, device=h.device)
+        # in place on the fresh product (its backward needs h and factor, not out): one pass, no temporary
+        out.add_(torch.randn(h.shape, generator=gen, dtype=h.dtype, device=h.device), alpha=std)
     return out
 
 
