@@ -147,6 +147,11 @@ def _contrastive(demo, path: str) -> None:
     demo.plot_r2(demo.demo(steps=100), path)
 
 
+def _pisa(demo, path: str) -> None:
+    # the demo at its quick setting (15 MRP steps, 48 + 48 sentence pairs, four noise levels), as the tour runs it
+    demo.run(quick=True, out=_silent, plot=path)
+
+
 @dataclass(frozen=True)
 class DemoFigure:
     """How the docs draw one demo's figure."""
@@ -213,6 +218,10 @@ FIGURES: dict[str, DemoFigure] = {
                               "linear encoders trained 100 steps of batches of 256 per run at the cap angles 180, 57, "
                               "29 and 17 degrees (four runs each), as ``python -m numtk demo contrastive --full --plot "
                               "FILE`` draws them at 300 steps"),
+    "pisa": DemoFigure(_pisa, ("run",),
+                       "the quick setting of the demo (MiniLM split after block 2, or a random tiny BERT without its "
+                       "wheel; 15 MRP steps, 48 + 48 sentence pairs), as ``python -m numtk demo pisa --plot FILE`` "
+                       "draws it; ``--full`` runs 60 MRP steps on 160 + 160 pairs"),
 }
 
 
