@@ -72,6 +72,11 @@ def _as_mask(t: Any, name: str, like: "torch.Tensor", like_name: str) -> "torch.
     return t != 0
 
 
+def _finite(t: "torch.Tensor") -> bool:
+    with torch.no_grad():
+        return bool(torch.isfinite(t).all())
+
+
 def _check_group_size(group_size: Any, n: int) -> int:
     group_size = check_int(group_size, "group_size", minimum=2)
     if n % group_size:
@@ -141,7 +146,7 @@ def rir_rewards(rewards: "torch.Tensor", repaired_rewards: "torch.Tensor", corre
     repaired = ~z
     if has_patch is not None:
         repaired = repaired & _as_mask(has_patch, "has_patch", rewards, "rewards")
-    kappa = check_real(kappa, "kappa", low=0.0)
+    kappa = check_real(kappa, "kappa", low=0.0, high=torch.finfo(rewards.dtype).max / 2)
     used = repaired_rewards[repaired]
     if used.numel() and not bool(torch.isfinite(used).all()):
         raise ValueError("`repaired_rewards` must be finite at every failed rollout that has a patch (entries of "
@@ -311,6 +316,8 @@ def grpo_token_loss(logp: "torch.Tensor", ref_logp: "torch.Tensor", advantages: 
         per_token = per_token + beta * (torch.expm1(d) - d)
     w = m.to(logp.dtype)
     per_seq = (per_token * w).sum(dim=1) / w.sum(dim=1).clamp_min(1.0)
+    if beta and per_seq.numel() and not _finite(per_seq):
+        raise ValueError(f"the loss overflows {logp.dtype}: `beta` ({beta:g}) times the KL term is too large")
     if reduction == "mean":
         return per_seq.mean() if B else per_seq.sum()
     if reduction == "sum":
@@ -626,8 +633,11 @@ class ArithmeticTeacher:
         return f"Split the product: {a} * {b} = {a} * {bt} + {a} * {bo}."
 
     @staticmethod
+    @constraints(patch="any", answer="any")
     def leaks(patch: str, answer: Any) -> bool:
-        """Whether ``patch`` contains ``answer`` as a number (not as part of a longer number)."""
+        """Whether ``patch`` (a str) contains ``answer`` (its ``str``) as a number, not as part of a longer one."""
+        if not isinstance(patch, str):
+            raise TypeError(f"`patch` must be a str; got {type(patch).__name__}")
         return re.search(rf"(?<!\d)(?<!\d\.){re.escape(str(answer))}(?!\d)(?!\.\d)", patch) is not None
 
 
