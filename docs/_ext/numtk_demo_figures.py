@@ -222,6 +222,9 @@ FIGURES: dict[str, DemoFigure] = {
                        "the quick setting of the demo (MiniLM split after block 2, or a random tiny BERT without its "
                        "wheel; 15 MRP steps, 48 + 48 sentence pairs), as ``python -m numtk demo pisa --plot FILE`` "
                        "draws it; ``--full`` runs 60 MRP steps on 160 + 160 pairs"),
+    "privcode": DemoFigure(lambda demo, path: demo.run(quick=True, out=_silent, plot=path), ("run",),
+                           "the quick setting of the demo (100 steps of each run, epsilon 4), as ``python -m numtk "
+                           "demo privcode --plot FILE`` draws it; ``--full`` trains 800 steps"),
 }
 
 
