@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from numtk._lib._constraints import constraints
-from numtk.torch._common import torch, torch_generator
+from numtk.torch._common import torch, torch_generator, torch_threads
 from numtk.torch._knowbias import (bias_questions, encode_question, enhance_neurons, integrated_gradients_neurons,
                                    planted_neuron_model, select_neurons, select_neurons_adaptive)
 
@@ -216,9 +216,10 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, smol
     else:
         seed = int(normalize_rng(rng, name="rng").integers(0, 2**31 - 1))
     t0 = time.perf_counter()
-    toy = _toy(steps, seed)
+    with torch_threads(1):  # small matrices, shared cores: a second thread mostly adds synchronisation
+        toy = _toy(steps, seed)
+        smol = _smollm2(steps, questions, tuple(layers), seed) if smollm2 else None
     history: dict[str, list] = {"lam": list(TOY_LAMS), "toy/p_no": toy.pop("_p_no")}
-    smol = _smollm2(steps, questions, tuple(layers), seed) if smollm2 else None
     if smol is not None:
         history["smol_lam"] = list(SMOL_LAMS)
         history["smol/p_no"] = [smol["lam"][lam]["p_no"] for lam in SMOL_LAMS]
