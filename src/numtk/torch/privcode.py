@@ -54,6 +54,14 @@ Audit and demonstration
 
    canary_exposure  -- exposure of an inserted secret by exact enumeration (Carlini et al. 2019).
    demo             -- a character LM on code-like lines with canaries, trained with and without DP-SGD.
+
+Constants
+---------
+
+.. autosummary::
+
+   STRUCTURAL_NODES -- the ast node types whose spans are structural: For, If, While, FunctionDef, ClassDef.
+   OPACUS_ORDERS    -- Opacus's default Renyi orders (1.1 .. 10.9 by 0.1, then 12 .. 63): ``orders="opacus"``.
 """
 
 from numtk.torch import _common  # noqa: F401 - first: the ImportError that names the extra
