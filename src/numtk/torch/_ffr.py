@@ -236,7 +236,7 @@ def k3_kl(logp: "torch.Tensor", ref_logp: "torch.Tensor", *, clamp: float = 10.0
         raise ValueError(f"`ref_logp` must have the shape, dtype and device of `logp` ({tuple(logp.shape)}, "
                          f"{logp.dtype}, {logp.device}); got {tuple(ref_logp.shape)}, {ref_logp.dtype}, "
                          f"{ref_logp.device}")
-    c = check_real(clamp, "clamp", low=0.0, low_open=True)
+    c = min(check_real(clamp, "clamp", low=0.0, low_open=True), torch.finfo(logp.dtype).max)
     d = torch.clamp(ref_logp - logp, -c, c)
     return torch.expm1(d) - d
 
@@ -307,7 +307,7 @@ def grpo_token_loss(logp: "torch.Tensor", ref_logp: "torch.Tensor", advantages: 
         raise ValueError(f"`advantages` must be on the device of `logp`, {logp.device}; got {advantages.device}")
     m = _as_mask(mask, "mask", logp, "logp")
     beta = check_real(beta, "beta", low=0.0)
-    c = check_real(kl_clamp, "kl_clamp", low=0.0, low_open=True)
+    c = min(check_real(kl_clamp, "kl_clamp", low=0.0, low_open=True), torch.finfo(logp.dtype).max)
     reduction = check_reduction(reduction)
     A = advantages.to(logp.dtype).unsqueeze(1)
     per_token = -(torch.exp(logp - logp.detach()) * A)
@@ -528,7 +528,8 @@ def accuracy_reward(completions: Any, answers: Any, *, numeric: bool = False, dt
     texts = _strings(completions, "completions")
     refs = _strings(answers, "answers")
     if len(refs) != len(texts):
-        raise ValueError(f"`answers` must hold one answer per completion ({len(texts)}); got {len(refs)}")
+        raise ValueError(f"`answers` must hold one answer per entry of `completions` ({len(texts)}); "
+                         f"got {len(refs)}")
     if not isinstance(numeric, bool):
         raise TypeError(f"`numeric` must be True or False; got {type(numeric).__name__}")
     dtype = _check_float_dtype(dtype)
@@ -865,7 +866,12 @@ def sample_group(model: Any, input_ids: "torch.Tensor", attention_mask: "torch.T
     eos_t = torch.tensor(eos, dtype=seq.dtype, device=ids.device) if eos else None
     with torch.no_grad():
         for _ in range(n_new):
-            logits = _logits(model, seq, mask, keep=1)[:, -1].float() / temperature
+            logits = _logits(model, seq, mask, keep=1)[:, -1].float()
+            logits = logits - logits.max(dim=-1, keepdim=True).values      # 0 at the most probable token(s)
+            if temperature >= torch.finfo(torch.float32).tiny:
+                logits = logits / temperature
+            else:                                                        # below float32's range: greedy
+                logits = torch.where(logits == 0, 0.0, -math.inf)
             probs = torch.softmax(logits, dim=-1)
             if top_p < 1.0:
                 sp, si = probs.sort(dim=-1, descending=True)
