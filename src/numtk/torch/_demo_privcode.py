@@ -212,6 +212,8 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, epsi
             torch.manual_seed(seed)
             init = CharLM()
         heldout_init = _heldout(init, heldout)
+        # torch imports its compiler stack when the first optimizer is made: not a cost of either run
+        torch.optim.Adam([torch.zeros(1, requires_grad=True)])
         t0 = time.perf_counter()
         plain, curve_plain = _train(False, data, heldout, steps, sigma, seed, progress, log_every)
         t1 = time.perf_counter()
