@@ -225,6 +225,9 @@ FIGURES: dict[str, DemoFigure] = {
     "privcode": DemoFigure(lambda demo, path: demo.run(quick=True, out=_silent, plot=path), ("run",),
                            "the quick setting of the demo (100 steps of each run, epsilon 4), as ``python -m numtk "
                            "demo privcode --plot FILE`` draws it; ``--full`` trains 800 steps"),
+    "knowbias": DemoFigure(lambda demo, path: demo.plot_demo(demo.demo(smollm2=False), path), ("demo", "plot_demo"),
+                           "the planted-neuron toy alone (8 random prompts, m = 20 steps); ``python -m numtk demo "
+                           "knowbias --plot FILE`` adds SmolLM2's P(\"No\") and P(\"Yes\") when its wheel is installed"),
 }
 
 

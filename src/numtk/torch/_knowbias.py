@@ -638,9 +638,9 @@ def select_neurons_adaptive(scores: "torch.Tensor", rel_threshold: float = 0.2, 
     >>> import torch
     >>> from numtk.torch.knowbias import select_neurons_adaptive
     >>> s = torch.tensor([[1.0, 0.5, 0.3, 0.0], [1.0, 0.0, 0.3, 0.0], [0.1, 1.0, 0.0, 0.0]])
-    >>> res = select_neurons_adaptive(s)           # share 0.7 keeps 1 neuron; 0.65 and 0.6 too; 0.55 keeps 2
+    >>> res = select_neurons_adaptive(s)      # each unit is in 2 of 3 coarse sets: 0.7 keeps none, 0.65 all three
     >>> res.neurons, res.share, res.n_iter
-    ([(0, 0), (0, 2)], 0.55, 3)
+    ([(0, 0), (0, 1), (0, 2)], 0.65, 1)
     """
     rel_threshold = check_real(rel_threshold, "rel_threshold")
     share = check_real(share, "share", low=0.0, high=1.0)
@@ -848,7 +848,7 @@ def planted_neuron_model(*, layer: int = 1, unit: int = 5, no_id: int = 2, stren
     >>> from numtk.torch.knowbias import enhance_neurons, planted_neuron_model
     >>> model = planted_neuron_model()
     >>> ids = torch.tensor([[3, 7, 4, 9]])
-    >>> p = lambda: float(torch.softmax(model(ids)[0, -1], -1)[2])
+    >>> p = lambda: float(torch.softmax(model(ids)[0, -1], -1)[2].detach())
     >>> with enhance_neurons(model, [(1, 5)], lam=2.0):
     ...     p2 = p()
     >>> p2 > p()
