@@ -15,6 +15,11 @@ a proprietary model runs the top blocks. What crosses the split is a clipped and
 
 No paper text or code of PISA is public: every piece but the mechanism and its accounting is a reconstruction
 from the abstract and prior work, with its open choices exposed as parameters.
+
+Threat model: the server is honest-but-curious and sees only the noisy split representation; the accounting
+covers that representation (record = one input sequence, replace-one adjacency). Labels, losses or gradients
+exchanged with the server, an attention mask sent along, and a client bottom trained on the private data are
+not protected by this mechanism.
 """
 
 from __future__ import annotations
