@@ -427,6 +427,28 @@ def test_syntax_aware_kl_gradient_is_not_lost():
     assert half.dtype == torch.bfloat16
 
 
+def test_syntax_aware_kl_inside_dp_sgd():
+    # the KL term as part of each example's loss: reference logits and masks travel in the batch
+    g = gen(5)
+    lin = torch.nn.Linear(4, 6, dtype=F64)
+    x = torch.randn(3, 5, 4, dtype=F64, generator=g)
+    ref = torch.randn(3, 5, 6, dtype=F64, generator=g)
+    mask = torch.rand(3, 5, generator=g) < 0.6
+    mask[:, 0] = True
+
+    def loss(m, b):
+        return syntax_aware_kl(m(b[0]), b[1], b[2])
+
+    per = per_sample_grads(lin, loss, (x, ref, mask))
+    for i in range(3):
+        lin.zero_grad()
+        loss(lin, (x[i:i + 1], ref[i:i + 1], mask[i:i + 1])).backward()
+        torch.testing.assert_close(per["weight"][i], lin.weight.grad, rtol=1e-10, atol=1e-12)
+        assert float(lin.weight.grad.abs().sum()) > 0
+    res = dp_sgd_step(lin, loss, (x, ref, mask.double()), None, clip_norm=0.1, noise_multiplier=0.0)
+    assert res.clip_fraction > 0
+
+
 # --------------------------------------------------------------------------------------------------
 # latent prefixes and canary exposure
 # --------------------------------------------------------------------------------------------------
@@ -544,16 +566,22 @@ def smollm2():
 @pytest.mark.slow  # loading the model takes ~5 s, the vmap through its 30 blocks a few more
 def test_smollm2_per_sample_grads_and_one_dp_step(smollm2):
     model, tok = smollm2
-    snippets = ["def add(a, b):\n    return a + b\n", "for i in range(3):\n    print(i * i)\n"]
+    snippets = ["x = 1\ndef add(a, b):\n    return a + b\n", "for i in range(3):\n    print(i * i)\n"]
     enc = tok(snippets, return_offsets_mapping=True)
     T = max(len(ids) for ids in enc["input_ids"])
     ids = torch.full((2, T), tok.eos_token_id or 0, dtype=torch.long)
     labels = torch.full((2, T), -100, dtype=torch.long)
+    mask = torch.zeros(2, T, dtype=torch.bool)
     for i, row in enumerate(enc["input_ids"]):  # right padding: a causal LM needs no attention mask then
         ids[i, :len(row)] = torch.tensor(row)
         labels[i, :len(row)] = torch.tensor(row)
-    masks = [structural_token_mask(s, o) for s, o in zip(snippets, enc["offset_mapping"])]
-    assert all(bool(m.any()) for m in masks)
+        mask[i, :len(row)] = structural_token_mask(snippets[i], enc["offset_mapping"][i])
+    # the real tokenizer's offsets: "x = 1" is not structural, "def" and everything of the loop is
+    first = [tok.decode([t]) for t, m in zip(enc["input_ids"][0], mask[0].tolist()) if m]
+    rest = [tok.decode([t]) for t, m in zip(enc["input_ids"][0], mask[0].tolist()) if not m]
+    assert "def" in "".join(first) and "x" in "".join(rest) and "def" not in "".join(rest)
+    n1 = len(enc["input_ids"][1])  # the loop's tokens, but not the final newline (after the node's end)
+    assert bool(mask[1, :n1 - 1].all()) and not bool(mask[1, n1 - 1]) and tok.decode([ids[1, n1 - 1]]) == "\n"
     subset = ["model.layers.29.mlp.down_proj.weight", "model.norm.weight"]
     saved = {n: p.requires_grad for n, p in model.named_parameters()}
     before = {}
@@ -574,12 +602,27 @@ def test_smollm2_per_sample_grads_and_one_dp_step(smollm2):
             for n in subset:
                 p = dict(model.named_parameters())[n]
                 torch.testing.assert_close(g[n][i], p.grad, rtol=1e-3, atol=1e-5)
+        # PrivCode's stage-1 loss in one DP-SGD step: CE + lambda(t) KL(ref || dp) on the structural positions
+        # (logit t predicts token t + 1); a perturbed copy of the model's logits stands in for the reference
+        with torch.no_grad():
+            ref = model(input_ids=ids).logits
+            ref = ref + 0.5 * torch.randn(ref.shape, generator=gen(0))
+
+        def kl_only(m, b):
+            logits = m(input_ids=b[0]).logits
+            return syntax_aware_kl(logits[:, :-1], b[2][:, :-1], b[3][:, 1:] & (b[1][:, 1:] >= 0))
+
+        def stage1(m, b):
+            return lm_loss(m, b) + lambda_schedule(0) * kl_only(m, b)
+
+        ce_norms = torch.sqrt(sum(v.reshape(2, -1).pow(2).sum(1) for v in g.values()))
         before = {n: p.detach().clone() for n, p in model.named_parameters() if n in subset}
         opt = torch.optim.SGD([p for n, p in model.named_parameters() if n in subset], lr=1e-3)
-        res = dp_sgd_step(model, lm_loss, (ids, labels), opt, clip_norm=1.0, noise_multiplier=1.0, rng=0)
-        assert res.per_sample_norms.shape == (2,) and math.isfinite(res.loss)
+        res = dp_sgd_step(model, stage1, (ids, labels, ref, mask), opt, clip_norm=1.0, noise_multiplier=1.0, rng=0)
+        assert res.per_sample_norms.shape == (2,) and math.isfinite(res.loss) and res.clip_fraction == 1.0
+        assert (res.per_sample_norms > 2 * ce_norms).all()  # the KL term's gradient is there, and large
         assert any(not torch.equal(before[n], p) for n, p in model.named_parameters() if n in subset)
-        assert time.perf_counter() - t < 30
+        assert time.perf_counter() - t < 45
     finally:
         with torch.no_grad():
             for n, p in model.named_parameters():

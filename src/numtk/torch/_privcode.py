@@ -773,7 +773,9 @@ def syntax_aware_kl(logits_dp: "torch.Tensor", logits_ref: "torch.Tensor", mask:
     call), ``"dp||ref"`` gives KL(r || p). Everything stays in the autograd graph: the gradient with respect to
     ``logits_dp`` is the one the authors' ``compute_kl_loss`` loses by rebuilding the probabilities from
     ``.tolist()``. Computed in float32 at least (log-softmax), returned in the logits' dtype. Pass
-    ``logits_ref`` computed under ``torch.no_grad()`` for a frozen teacher.
+    ``logits_ref`` computed under ``torch.no_grad()`` for a frozen teacher. It can be part of the loss of
+    :func:`dp_sgd_step` (each example's KL is then clipped with the rest of its gradient): pass the reference
+    logits and the mask in the batch, so that each example gets its own rows.
 
     Parameters
     ----------
@@ -802,8 +804,9 @@ def syntax_aware_kl(logits_dp: "torch.Tensor", logits_ref: "torch.Tensor", mask:
     >>> bool(dp.grad.abs().sum() > 0)
     True
     """
-    check_tensor(logits_dp, "logits_dp")
-    check_tensor(logits_ref, "logits_ref")
+    # inside torch.func transforms (a loss of per_sample_grads / dp_sgd_step) the value checks cannot run
+    check_tensor(logits_dp, "logits_dp", finite=not _transformed(logits_dp))
+    check_tensor(logits_ref, "logits_ref", finite=not _transformed(logits_ref))
     if logits_dp.ndim < 1:
         raise ValueError("`logits_dp` must have a last (vocabulary) dimension")
     if logits_ref.shape != logits_dp.shape:
@@ -820,8 +823,8 @@ def syntax_aware_kl(logits_dp: "torch.Tensor", logits_ref: "torch.Tensor", mask:
     if mask.device != logits_dp.device:
         raise ValueError(f"`mask` must be on the device of `logits_dp`, {logits_dp.device}; got {mask.device}")
     if mask.dtype != torch.bool:
-        check_tensor(mask, "mask")
-        if mask.numel() and bool((mask < 0).any()):
+        check_tensor(mask, "mask", finite=not _transformed(mask))
+        if mask.numel() and not _transformed(mask) and bool((mask < 0).any()):
             raise ValueError("`mask` weights must be >= 0")
     direction = check_option(direction, "direction", _DIRECTIONS)
     reduction = check_reduction(reduction)
