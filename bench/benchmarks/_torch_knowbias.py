@@ -14,11 +14,11 @@ The contestants compute the same attribution (m = 20 steps, the target's probabi
 The model: SmolLM2-135M-Instruct (:func:`numtk.torch.models.load_smollm2`; 30 blocks, FFN 1536) on a templated
 bias question as a chat turn (44 tokens), layer 12, target "No", when the wheels are installed; and always a
 randomly initialised transformers ``LlamaForCausalLM`` (width 256, 8 blocks, FFN 688, vocabulary 4096) on a
-48-token prompt (``--quick``: only this one, at width 128, 4 blocks, FFN 344, vocabulary 2048, 32 tokens). Scores are checked against the plain loop's (largest absolute
-difference over the largest score). The SmolLM2 section also times the default attribution of one layer on
-three questions, the issue's 5-second target. Times are medians of interleaved rounds
-(:func:`benchmarks._timing.interleaved`), torch on one intra-op thread (on shared cores a second thread
-mostly adds synchronisation).
+48-token prompt (``--quick``: only this one, at width 128, 4 blocks, FFN 344, vocabulary 2048, 32 tokens). Scores
+are checked against the plain loop's (largest absolute difference over the largest score). The SmolLM2 section also
+times the default attribution of one layer on three questions, the issue's 5-second target. Times are medians of
+interleaved rounds (:func:`benchmarks._timing.interleaved`), torch on one intra-op thread (on shared cores a second
+thread mostly adds synchronisation).
 """
 
 from __future__ import annotations

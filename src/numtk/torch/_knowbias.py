@@ -31,7 +31,7 @@ import numpy as np
 from numtk._lib import Result
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_bool, check_int, check_real
-from numtk.torch._common import check_callable, check_tensor, torch
+from numtk.torch._common import check_tensor, torch
 
 nn = torch.nn
 
@@ -248,7 +248,8 @@ class _ScaledPath:
             raise ValueError(f"`module_name`: the module's output must be (batch, length, units); got shape "
                              f"{tuple(out.shape)}")
         self.a = out[0, self.position, :].detach()
-        self.x = (self.alpha.to(self.a.dtype)[:, None] * self.a[None, :]).requires_grad_(True)
+        alpha = self.alpha.to(device=self.a.device, dtype=self.a.dtype)
+        self.x = (alpha[:, None] * self.a[None, :]).requires_grad_(True)
         out = out.clone()
         out[:, self.position, :] = self.x
         return out
@@ -693,6 +694,9 @@ class _Scale:
 
     def __call__(self, module: "nn.Module", args: Any, output: Any) -> "torch.Tensor":
         out = _output_tensor(output, f"module {self.name!r}")
+        if not -out.shape[-2] <= self.position < out.shape[-2]:
+            raise ValueError(f"`position` {self.position} is outside a forward call of {out.shape[-2]} positions "
+                             f"(under key-value caching each decoding step has one)")
         if int(self.units.max()) >= out.shape[-1]:
             raise ValueError(f"`neurons`: unit {int(self.units.max())} is out of range for {self.name!r}, which has "
                              f"{out.shape[-1]} units")
@@ -821,8 +825,9 @@ def planted_neuron_model(*, layer: int = 1, unit: int = 5, no_id: int = 2, stren
     a constant 10 in coordinate 0, so after RMSNorm every position carries a large coordinate 0; the planted
     unit's gate and up rows read that coordinate (the gate with weight ``strength / sqrt(hidden_size)``, the up
     row with ``1 / sqrt(hidden_size)``), its down column writes 1 into coordinate 1, and the output head's row of
-    ``no_id`` reads coordinate 1 with weight 1.5 (nothing else writes or reads coordinate 1). So P(no) grows with the unit's activation, and integrated
-    gradients should rank the unit first; enhancing it with ``lam > 1`` raises P(no).
+    ``no_id`` reads coordinate 1 with weight 1.5 (nothing else writes or reads coordinate 1). So P(no) grows with
+    the unit's activation, and integrated gradients should rank the unit first; enhancing it with ``lam > 1``
+    raises P(no).
 
     Parameters
     ----------
