@@ -305,7 +305,7 @@ def test_noise_multiplier_for_against_opacus():
     pytest.importorskip("opacus")
     from opacus.accountants.utils import get_noise_multiplier
 
-    for eps, q, steps in [(4.0, 0.01, 1000), (8.0, 0.032, 300), (1.0, 0.05, 200)]:
+    for eps, q, steps in [(4.0, 0.01, 1000), (8.0, 0.032, 300)]:
         with _quiet():
             theirs = get_noise_multiplier(target_epsilon=eps, target_delta=1e-5, sample_rate=q, steps=steps,
                                           accountant="rdp", epsilon_tolerance=0.01)

@@ -200,6 +200,15 @@ def per_sample_grads(model: Any, loss_fn: Any, batch: Any, *, chunk_size: int | 
     dict of str to torch.Tensor
         Parameter name (as in ``model.named_parameters()``) -> per-example gradients, shape (B, *param.shape).
 
+    Notes
+    -----
+    Under vmap, ``loss_fn`` cannot branch on tensor values (``if x.any():``, ``.item()``). ``transformers``
+    models build their causal mask from a 2-D ``attention_mask`` with such branches: inside ``loss_fn`` call them
+    without it, padding on the right and setting the padded labels to -100 (exact for a causal LM), or with a
+    ready 4-D additive mask; ``method="loop"`` works for any model. Operations without a vmap batching rule (CPU
+    flash attention's backward) fall back to a per-example loop inside vmap: correct, slower (``attn_implementation=
+    "eager"`` avoids it).
+
     Examples
     --------
     >>> import torch
