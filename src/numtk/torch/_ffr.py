@@ -293,8 +293,8 @@ def grpo_token_loss(logp: "torch.Tensor", ref_logp: "torch.Tensor", advantages: 
     tensor([[-0.2500, -0.2500],
             [ 1.0000,  0.0000]])
     """
-    check_tensor(logp, "logp", ndim=2)
-    check_tensor(ref_logp, "ref_logp")
+    check_tensor(logp, "logp", ndim=2, finite=False)  # finiteness: checked on the loss
+    check_tensor(ref_logp, "ref_logp")          # checked here: the KL's clamp would hide an infinity
     if ref_logp.shape != logp.shape:
         raise ValueError(f"`ref_logp` must have the shape of `logp`, {tuple(logp.shape)}; got {tuple(ref_logp.shape)}")
     if ref_logp.dtype != logp.dtype:
@@ -302,7 +302,7 @@ def grpo_token_loss(logp: "torch.Tensor", ref_logp: "torch.Tensor", advantages: 
     if ref_logp.device != logp.device:
         raise ValueError(f"`ref_logp` must be on the device of `logp`, {logp.device}; got {ref_logp.device}")
     B = logp.shape[0]
-    check_tensor(advantages, "advantages", shape=(B,))
+    check_tensor(advantages, "advantages", shape=(B,), finite=False)
     if advantages.device != logp.device:
         raise ValueError(f"`advantages` must be on the device of `logp`, {logp.device}; got {advantages.device}")
     m = _as_mask(mask, "mask", logp, "logp")
@@ -316,7 +316,11 @@ def grpo_token_loss(logp: "torch.Tensor", ref_logp: "torch.Tensor", advantages: 
         per_token = per_token + beta * (torch.expm1(d) - d)
     w = m.to(logp.dtype)
     per_seq = (per_token * w).sum(dim=1) / w.sum(dim=1).clamp_min(1.0)
-    if beta and per_seq.numel() and not _finite(per_seq):
+    if per_seq.numel() and not _finite(per_seq):
+        # one check of the (B,) result instead of passes over logp and advantages: a NaN or infinity anywhere in
+        # them (masked-out entries included: 0 * NaN is NaN) shows here, and is then named
+        check_tensor(logp, "logp")
+        check_tensor(advantages, "advantages")
         raise ValueError(f"the loss overflows {logp.dtype}: `beta` ({beta:g}) times the KL term is too large")
     if reduction == "mean":
         return per_seq.mean() if B else per_seq.sum()
