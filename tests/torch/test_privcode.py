@@ -108,6 +108,37 @@ def test_per_sample_grads_of_a_subset_and_dict_batches():
     assert net.emb.weight.grad is None
 
 
+def test_per_sample_grads_of_a_tiny_llama_right_padded():
+    # transformers' llama without an attention mask: right padding with labels -100 gives each example the
+    # gradient of its unpadded sequence alone (a causal model never looks right)
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(vocab_size=40, hidden_size=16, intermediate_size=24, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, attn_implementation="eager")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = transformers.LlamaForCausalLM(cfg).double()
+    for n, p in model.named_parameters():
+        p.requires_grad_(n.startswith("model.layers.1.") or n == "model.norm.weight")
+    lengths = [7, 4, 6]
+    ids = torch.randint(0, 40, (3, 7), generator=gen(2))
+    labels = ids.clone()
+    for i, n in enumerate(lengths):
+        labels[i, n:] = -100
+        ids[i, n:] = 0
+
+    def loss(m, b):
+        return m(input_ids=b[0], labels=b[1]).loss
+
+    per = per_sample_grads(model, loss, (ids, labels))
+    assert set(per) == {n for n, p in model.named_parameters() if p.requires_grad}
+    for i, n in enumerate(lengths):
+        model.zero_grad()
+        loss(model, (ids[i:i + 1, :n], labels[i:i + 1, :n])).backward()
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                torch.testing.assert_close(per[name][i], p.grad, rtol=1e-9, atol=1e-12)
+
+
 # --------------------------------------------------------------------------------------------------
 # the DP-SGD step
 # --------------------------------------------------------------------------------------------------
