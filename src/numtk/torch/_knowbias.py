@@ -946,6 +946,19 @@ def encode_question(tokenizer: Any, question: str, *, chat: bool = True) -> "tor
     -------
     torch.Tensor
         (length,) int64 ids.
+
+    Examples
+    --------
+    A stand-in tokenizer without a chat template (one id per character); with SmolLM2's tokenizer
+    (:func:`numtk.torch.models.load_smollm2`) the question becomes a user turn followed by the assistant's header.
+
+    >>> from numtk.torch.knowbias import encode_question
+    >>> class Chars:
+    ...     chat_template = None
+    ...     def __call__(self, text):
+    ...         return {"input_ids": [ord(c) for c in text]}
+    >>> encode_question(Chars(), "Yes?")
+    tensor([ 89, 101, 115,  63])
     """
     if not isinstance(question, str) or not question:
         raise TypeError(f"`question` must be a non-empty str; got {question!r}")
