@@ -160,6 +160,7 @@ def compare(*, quick: bool = False, options=None) -> None:
     with torch_threads(1):
         _loss_table(quick, repeat)
         _step_table(quick, max(3, repeat - 2))
-    print(f"  (CPU, torch on 1 thread, {os.cpu_count()} cores here; the GRPO step's extra cost over cross-entropy is "
-          f"the reference model's forward and the per-token log-probabilities; the paper reports no timings)")
+    print(f"  (CPU, torch on 1 thread, {os.cpu_count()} cores here. grpo_step adds the reference model's forward but "
+          f"computes the logits of the completion positions only (logits_to_keep), where the cross-entropy step of "
+          f"transformers computes them at every position; the paper reports no timings)")
     print(f"  [{time.perf_counter() - t0:.1f} s]")

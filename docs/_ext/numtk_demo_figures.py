@@ -152,6 +152,11 @@ def _pisa(demo, path: str) -> None:
     demo.run(quick=True, out=_silent, plot=path)
 
 
+def _ffr(demo, path: str) -> None:
+    # the demo at its quick setting (vanilla GRPO and FFR, 250 steps, five seeds), as the tour runs it
+    demo.run(quick=True, out=_silent, plot=path)
+
+
 @dataclass(frozen=True)
 class DemoFigure:
     """How the docs draw one demo's figure."""
@@ -228,6 +233,10 @@ FIGURES: dict[str, DemoFigure] = {
     "knowbias": DemoFigure(lambda demo, path: demo.plot_demo(demo.demo(smollm2=False), path), ("demo", "plot_demo"),
                            "the planted-neuron toy alone (8 random prompts, m = 20 steps); ``python -m numtk demo "
                            "knowbias --plot FILE`` adds SmolLM2's P(\"No\") and P(\"Yes\") when its wheel is installed"),
+    "ffr": DemoFigure(_ffr, ("run",),
+                      "the quick setting of the demo (vanilla GRPO and FFR on the bandit toy, 250 steps, five seeds), "
+                      "as ``python -m numtk demo ffr --plot FILE`` draws it; ``--full`` trains 500 steps and adds the "
+                      "anchor's original-completion scoring"),
 }
 
 

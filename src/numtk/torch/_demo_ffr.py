@@ -305,10 +305,12 @@ def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]
     g, f = m["grpo"], m["ffr"]
     both = sum(a is not None and b is not None for a, b in zip(g["steps_to_target"], f["steps_to_target"]))
     speed = (f"{f['speedup']:.2f}x fewer steps than GRPO (the {both} seed{'s' if both > 1 else ''} where both reach "
-             f"90 %)" if f["speedup"] is not None else "GRPO did not reach 90 %")
+             f"90 %)" if f["speedup"] is not None else "no seed where both reach 90 %")
     return [{"area": "torch", "method": f"FFR vs GRPO, bandit toy ({m['seeds']} seeds)", "n": m["steps"],
-             "result": f"90 % at {f['mean_steps']:.0f} steps ({f['reached']}/{m['seeds']})"
-                       if f["mean_steps"] is not None else "90 % not reached",
-             "vs anchor": f"GRPO {g['mean_steps']:.0f} steps ({g['reached']}/{m['seeds']})"
-                          if g["mean_steps"] is not None else "GRPO: 90 % not reached",
+             "result": (f"90 % at {f['mean_steps']:.0f} steps ({f['reached']}/{m['seeds']}), final "
+                        f"{f['final_accuracy']:.3f}" if f["mean_steps"] is not None else
+                        f"90 % not reached, final {f['final_accuracy']:.3f}"),
+             "vs anchor": (f"GRPO {g['mean_steps']:.0f} steps ({g['reached']}/{m['seeds']}), final "
+                           f"{g['final_accuracy']:.3f}" if g["mean_steps"] is not None else
+                           f"GRPO: 90 % not reached in {m['steps']} steps, final {g['final_accuracy']:.3f}"),
              "speed": speed}]
