@@ -29,7 +29,7 @@ Differential privacy
    :toctree: generated/
 
    per_sample_grads      -- per-example gradients of the parameters that require grad (torch.func vmap of grad).
-   dp_sgd_step           -- one DP-SGD step: flat per-example clipping, Gaussian noise, divided by the (expected) batch size.
+   dp_sgd_step           -- one DP-SGD step: flat per-example clipping, Gaussian noise, a constant divisor.
    poisson_sample        -- the indices of a Poisson-sampled batch (each record with probability q).
    sampled_gaussian_rdp  -- Renyi DP of one step of the subsampled Gaussian mechanism, integer and fractional orders.
    rdp_epsilon           -- epsilon of a DP-SGD run by RDP composition and the improved conversion.
