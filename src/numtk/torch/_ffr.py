@@ -440,6 +440,16 @@ def _strings(x: Any, name: str) -> list[str]:
 def extract_answer(text: str) -> str:
     """The content of the first ``<answer>...</answer>`` of ``text``, stripped; ``''`` if there is none.
 
+    Parameters
+    ----------
+    text : str
+        A completion (declared ``any``: checked here).
+
+    Returns
+    -------
+    str
+        The answer (the anchor's ``extract_answer``).
+
     Examples
     --------
     >>> from numtk.torch.ffr import extract_answer
@@ -649,6 +659,18 @@ class ArithmeticTeacher:
 @constraints(prompt="any", patch="any")
 def patched_prompt(prompt: str, patch: str) -> str:
     """The anchor's re-answer prompt: the unchanged question, then the patch under "Additional Information".
+
+    Parameters
+    ----------
+    prompt : str
+        The question, unchanged (declared ``any``: checked here).
+    patch : str
+        The teacher's patch.
+
+    Returns
+    -------
+    str
+        ``prompt + PATCH_TEMPLATE.format(patch=patch)``; apply the chat template to it as to the question.
 
     Examples
     --------

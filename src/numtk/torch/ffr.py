@@ -51,6 +51,7 @@ Teacher
    Teacher            -- the protocol: ``teacher(prompt, completion) -> patch``.
    ArithmeticTeacher  -- a rule-based CPU teacher for integer arithmetic questions (no answer leakage).
    patched_prompt     -- the anchor's re-answer prompt: the question, then the patch.
+   PATCH_TEMPLATE     -- the anchor's "Additional Information" text that carries the patch.
 
 A causal language model in the loop
 -----------------------------------
