@@ -44,11 +44,15 @@ def _tiny_bert():
 
 
 def _clip():
-    return _m().clip_and_noise, (_t(6, 3), 1.0, 0.5), {"per": "token", "rng": 0}
+    return _m().clip_and_noise, (_t(6, 3), 1.0, 0.5), {"per": "token", "mechanism": "gaussian", "rng": 0}
 
 
 def _clip_sequence():
     return _m().clip_and_noise, (_t(6, 3), 1.0, 0.5), {"per": "sequence", "rng": 1}
+
+
+def _clip_dx():
+    return _m().clip_and_noise, (_t(6, 3), 1.0, 0.5), {"per": "token", "mechanism": "dx", "rng": 2}
 
 
 def _sigma():
@@ -64,7 +68,12 @@ def _epsilon():
 
 
 def _split_epsilon():
-    return _m().split_epsilon, (1.0, 4.0, 16, 2, 1e-5), {"per": "token", "orders": np.arange(2.0, 33.0)}
+    return _m().split_epsilon, (1.0, 4.0, 16, 2, 1e-5), {"per": "token", "mechanism": "gaussian",
+                                                           "orders": np.arange(2.0, 33.0)}
+
+
+def _split_epsilon_dx():
+    return _m().split_epsilon, (1.0, 4.0, 16, 2, 1e-5), {"mechanism": "dx"}
 
 
 def _split_model():
@@ -143,6 +152,9 @@ PISA: list = [
          skip={"h": ANY_RANK}),
     Case("numtk.torch.pisa.clip_and_noise[sequence]", _clip_sequence, {"h": "tensor"}, positional={"h": 0},
          skip={"h": ANY_RANK}),
+    Case("numtk.torch.pisa.clip_and_noise[dx]", _clip_dx,
+         {"h": "tensor", "clip_norm": "real>0", "noise_multiplier": "real>=0", "per": "option"},
+         positional={"h": 0, "clip_norm": 1, "noise_multiplier": 2}, skip={"h": ANY_RANK}),
     Case("numtk.torch.pisa.gaussian_sigma", _sigma, {}, positional={"epsilon": 0, "delta": 1}),
     Case("numtk.torch.pisa.gaussian_delta", _delta, {}, positional={"epsilon": 0, "sigma": 1}),
     Case("numtk.torch.pisa.gaussian_epsilon", _epsilon, {}, positional={"sigma": 0, "delta": 1}),
@@ -150,6 +162,10 @@ PISA: list = [
     Case("numtk.torch.pisa.split_epsilon", _split_epsilon, {},
          positional={"clip_norm": 0, "noise_multiplier": 1, "seq_len": 2, "releases": 3, "delta": 4},
          skip={"orders": ("None",)}),
+    Case("numtk.torch.pisa.split_epsilon[dx]", _split_epsilon_dx,
+         {"clip_norm": "real>0", "noise_multiplier": "real>0", "seq_len": "int>=1", "releases": "int>=1",
+          "per": "option"},
+         positional={"clip_norm": 0, "noise_multiplier": 1, "seq_len": 2, "releases": 3, "delta": 4}),
     # head=None is documented (the server's output is returned)
     Case("numtk.torch.pisa.SplitModel", _split_model, {}, positional={"client": 0, "server": 1, "head": 2},
          skip={"head": ("None",)}),

@@ -76,6 +76,24 @@ def test_noise_std_and_mean_on_1e5_draws():
     assert abs(float(out.mean())) < 5 * sigma * C / math.sqrt(out.numel())
 
 
+def test_dx_noise_is_isotropic_with_a_gamma_radius():
+    sigma, C, d = 0.5, 2.0, 16
+    out = clip_and_noise(torch.zeros(20000, d, dtype=torch.float64), C, sigma, mechanism="dx", rng=4)
+    radius = out.norm(dim=-1)
+    # Gamma(d, sigma C): mean d s, variance d s^2; per coordinate variance (d + 1) s^2
+    s = sigma * C
+    assert abs(float(radius.mean()) / (d * s) - 1.0) < 0.01
+    assert abs(float(radius.var()) / (d * s * s) - 1.0) < 0.05
+    assert abs(float(out.var()) / ((d + 1) * s * s) - 1.0) < 0.03
+    assert float((out / radius[:, None]).mean(0).abs().max()) < 0.03          # no preferred direction
+    seq = clip_and_noise(torch.zeros(5000, 4, 3, dtype=torch.float64), 1.0, 0.5, per="sequence", mechanism="dx",
+                         rng=5)
+    assert abs(float(seq.flatten(1).norm(dim=1).mean()) / (12 * 0.5) - 1.0) < 0.02
+    # the clipping is the same as the Gaussian mechanism's
+    h = 3.0 * torch.randn(4, 5, 6, generator=_gen(6), dtype=torch.float64)
+    assert torch.equal(clip_and_noise(h, 1.0, 0.0, mechanism="dx"), clip_and_noise(h, 1.0, 0.0))
+
+
 def test_noise_is_reproducible_and_follows_the_generator():
     h = torch.randn(2, 3, 4, generator=_gen(2))
     assert torch.equal(clip_and_noise(h, 1.0, 1.0, rng=5), clip_and_noise(h, 1.0, 1.0, rng=5))
@@ -229,6 +247,20 @@ def test_split_epsilon_per_sequence_and_orders():
     orders = np.array([1.5, 2.0, 8.0, 32.0])
     res = split_epsilon(1.0, 4.0, 16, 3, 1e-5, orders=orders)
     assert res.epsilon_rdp == pytest.approx(rdp_to_epsilon(3 * gaussian_rdp(orders, 8.0, 4.0), orders, 1e-5)[0])
+
+
+def test_split_epsilon_dx_is_pure_and_linear_in_tokens_and_releases():
+    res = split_epsilon(3.0, 4.0, 16, 3, 1e-5, mechanism="dx")
+    assert res.epsilon == pytest.approx(2 * 16 * 3 / 4.0) and res.bound == "pure"
+    assert res.epsilon_single == pytest.approx(2 * 16 / 4.0) and res.epsilon_rdp is None and res.mu is None
+    assert split_epsilon(3.0, 4.0, 16, 3, 1e-5, per="sequence", mechanism="dx").epsilon == pytest.approx(1.5)
+    # linear in T, where the Gaussian's grows about as sqrt(T) (up to the log(1/delta) term)
+    dx = [split_epsilon(1.0, 4.0, T, 1, 1e-5, mechanism="dx").epsilon for T in (1, 4, 16)]
+    assert dx[1] / dx[0] == pytest.approx(4.0) and dx[2] / dx[0] == pytest.approx(16.0)
+    gauss = [split_epsilon(1.0, 4.0, T, 1, 1e-5).epsilon for T in (1, 4, 16)]
+    assert gauss[2] / gauss[0] < 16.0
+    with pytest.raises(ValueError, match="`mechanism`"):
+        split_epsilon(1.0, 1.0, 4, 1, 1e-5, mechanism="laplace")
 
 
 def test_split_epsilon_validation():

@@ -33,7 +33,8 @@ from numtk._lib import Result
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_bool, check_int, check_option, check_real
 from numtk.torch._accounting import DEFAULT_ORDERS, gaussian_rdp, rdp_to_epsilon
-from numtk.torch._common import check_callable, check_reduction, check_tensor, device_generator, reduce_loss, torch
+from numtk.torch._common import (check_callable, check_reduction, check_tensor, device_generator, reduce_loss,
+                                 standard_gamma, torch)
 
 __all__ = ["clip_and_noise", "gaussian_sigma", "gaussian_delta", "gaussian_epsilon", "split_epsilon",
            "SplitModel", "split_bert", "BertClient", "BertServer", "mrp_loss", "DualStreamFusion",
@@ -41,6 +42,7 @@ __all__ = ["clip_and_noise", "gaussian_sigma", "gaussian_delta", "gaussian_epsil
 
 _PER = ("token", "sequence")
 _STREAMS = ("noisy", "clipped", "clean")
+_MECHANISMS = ("gaussian", "dx")
 #: the largest sequence length / number of releases split_epsilon takes (far beyond any use)
 _MAX_COUNT = 10**9
 #: the range of mu = sensitivity / std searched by the calibration
@@ -50,9 +52,10 @@ _MU_LO, _MU_HI = 1e-12, 1e12
 # --------------------------------------------------------------------------------------------------
 # the mechanism at the split
 # --------------------------------------------------------------------------------------------------
-@constraints(h="tensor", clip_norm="real>0", noise_multiplier="real>=0", per="option", rng="rng")
+@constraints(h="tensor", clip_norm="real>0", noise_multiplier="real>=0", per="option", mechanism="option",
+             rng="rng")
 def clip_and_noise(h: "torch.Tensor", clip_norm: float, noise_multiplier: float, *, per: str = "token",
-                   rng: Any = None) -> "torch.Tensor":
+                   mechanism: str = "gaussian", rng: Any = None) -> "torch.Tensor":
     r"""Clip each token's representation to L2 norm ``clip_norm`` and add Gaussian noise (the split's mechanism).
 
     Per token (``per="token"``), with :math:`C` = ``clip_norm`` and :math:`\sigma` = ``noise_multiplier``:
@@ -77,6 +80,12 @@ def clip_and_noise(h: "torch.Tensor", clip_norm: float, noise_multiplier: float,
         only).
     per : {"token", "sequence"}, default "token"
         What is clipped to norm :math:`C`: each token vector, or each whole sequence.
+    mechanism : {"gaussian", "dx"}, default "gaussian"
+        The noise. ``"dx"``: metric (:math:`d_\chi`) privacy instead, the multivariate Laplace-style noise
+        of density :math:`\propto \exp(-\lVert z\rVert_2 / (\sigma C))` on each token vector (each sequence
+        with ``per="sequence"``): a uniform direction times a radius drawn from
+        :math:`\mathrm{Gamma}(m, \sigma C)`, :math:`m` the vector's dimension (per-coordinate standard deviation
+        :math:`\sqrt{m + 1}\,\sigma C`). Its guarantee is weaker; see :func:`split_epsilon`.
     rng : None, int, numpy.random.Generator or torch.Generator
         Source of the noise (a torch.Generator must be on ``h``'s device).
 
@@ -100,6 +109,7 @@ def clip_and_noise(h: "torch.Tensor", clip_norm: float, noise_multiplier: float,
     clip_norm = check_real(clip_norm, "clip_norm", low=0.0, low_open=True)
     noise_multiplier = check_real(noise_multiplier, "noise_multiplier", low=0.0)
     per = check_option(per, "per", _PER)
+    mechanism = check_option(mechanism, "mechanism", _MECHANISMS)
     if h.ndim < (2 if per == "sequence" else 1):
         raise ValueError(f"`h` must have at least {2 if per == 'sequence' else 1} axes with per={per!r} "
                          f"(tokens, features); got shape {tuple(h.shape)}")
@@ -114,8 +124,15 @@ def clip_and_noise(h: "torch.Tensor", clip_norm: float, noise_multiplier: float,
     factor = (clip_norm / norm.clamp_min(tiny)).clamp(max=1.0)
     out = h * factor
     if std > 0.0 and h.numel():
+        noise = torch.randn(h.shape, generator=gen, dtype=h.dtype, device=h.device)
+        if mechanism == "dx":        # uniform direction, radius ~ Gamma(m, std): density ~ exp(-|z| / std)
+            m = h.shape[-1] * (h.shape[-2] if per == "sequence" else 1)
+            lead = h.shape[:-len(dims)]
+            radius = standard_gamma(float(m), lead, gen, dtype=h.dtype, device=h.device)
+            noise = noise / torch.linalg.vector_norm(noise, dim=dims, keepdim=True).clamp_min(tiny)
+            noise = noise * radius.reshape(tuple(lead) + (1,) * len(dims))
         # in place on the fresh product (its backward needs h and factor, not out): one pass, no temporary
-        out.add_(torch.randn(h.shape, generator=gen, dtype=h.dtype, device=h.device), alpha=std)
+        out.add_(noise, alpha=std)
     return out
 
 
@@ -343,9 +360,9 @@ def gaussian_epsilon(sigma: float, delta: float, sensitivity: float = 1.0) -> fl
 # sequence-level accounting
 # --------------------------------------------------------------------------------------------------
 @constraints(clip_norm="real>0", noise_multiplier="real>0", seq_len="int>=1", releases="int>=1",
-             delta="prob_open", per="option", orders="array1d")
+             delta="prob_open", per="option", mechanism="option", orders="array1d")
 def split_epsilon(clip_norm: float, noise_multiplier: float, seq_len: int, releases: int, delta: float, *,
-                  per: str = "token", orders: Any = None) -> Result:
+                  per: str = "token", mechanism: str = "gaussian", orders: Any = None) -> Result:
     r"""The (epsilon, delta)-DP guarantee of the split for one input sequence, over its tokens and releases.
 
     **What the epsilon covers.** Record: one input sequence of ``seq_len`` token positions (the padded length
@@ -375,6 +392,17 @@ def split_epsilon(clip_norm: float, noise_multiplier: float, seq_len: int, relea
     Gaussian mechanisms; it is reported for comparison with accountants that use it); ``bound`` names it.
     :math:`C` cancels: only :math:`\sigma`, :math:`T` and :math:`E` matter.
 
+    With ``mechanism="dx"`` (the metric-privacy noise of :func:`clip_and_noise`, an option of the
+    reconstruction) each token is :math:`\epsilon\,d`-private for the Euclidean distance with
+    :math:`\epsilon = 1/(\sigma C)`; over the clip ball (distance at most :math:`2C`) and :math:`T` tokens
+    that is pure :math:`2T/\sigma`-DP for one sequence under replace-one (``per="sequence"``:
+    :math:`2/\sigma`), and :math:`E` releases add up: ``epsilon = 2TE/sigma`` with delta = 0 (``bound``
+    ``"pure"``). This is a **weaker** guarantee than the Gaussian's for the same utility: it grows as
+    :math:`T` rather than :math:`\sqrt T`, the noise's per-coordinate scale is :math:`\sqrt{d+1}` times
+    larger at the same sigma, and the metric guarantee that it rests on is often quoted per token, which
+    hides the factor :math:`T`. ``delta`` and ``orders`` are not used; ``epsilon_rdp``, ``order`` and ``mu``
+    are None.
+
     Parameters
     ----------
     clip_norm : float
@@ -389,6 +417,8 @@ def split_epsilon(clip_norm: float, noise_multiplier: float, seq_len: int, relea
         :math:`\delta` in (0, 1).
     per : {"token", "sequence"}, default "token"
         The clipping of :func:`clip_and_noise`: sensitivity :math:`2C\sqrt T` or :math:`2C`.
+    mechanism : {"gaussian", "dx"}, default "gaussian"
+        The noise of :func:`clip_and_noise` (see above for ``"dx"``).
     orders : array_like, optional
         Renyi orders (> 1) of the RDP bound; default the integers 2..256.
 
@@ -398,21 +428,23 @@ def split_epsilon(clip_norm: float, noise_multiplier: float, seq_len: int, relea
         epsilon : float
             The returned guarantee: the smallest valid bound (``epsilon_exact``).
         bound : str
-            Which bound ``epsilon`` is: ``"exact"`` (or ``"rdp"`` should rounding make it smaller).
+            Which bound ``epsilon`` is: ``"exact"`` (or ``"rdp"`` should rounding make it smaller); ``"pure"``
+            for ``mechanism="dx"``.
         epsilon_exact : float
             E releases, exact Gaussian (GDP) composition.
-        epsilon_rdp : float
-            E releases, RDP composition and the improved conversion.
-        order : float
-            The Renyi order of ``epsilon_rdp`` (NaN if none is finite).
+        epsilon_rdp : float or None
+            E releases, RDP composition and the improved conversion (None for ``"dx"``).
+        order : float or None
+            The Renyi order of ``epsilon_rdp`` (None for ``"dx"``).
         epsilon_single : float
             One release, exact (analytic Gaussian).
         sensitivity : float
-            :math:`\Delta` of one release.
+            :math:`\Delta` of one release (L2; for ``"dx"`` the largest sum of the per-vector distances,
+            :math:`2CT` or :math:`2C`).
         noise_std : float
-            :math:`\sigma C`.
-        mu : float
-            :math:`\sqrt E\,\Delta/(\sigma C)`, the GDP parameter of all releases.
+            :math:`\sigma C` (for ``"dx"``: the scale of the radius's Gamma distribution).
+        mu : float or None
+            :math:`\sqrt E\,\Delta/(\sigma C)`, the GDP parameter of all releases (None for ``"dx"``).
 
     Examples
     --------
@@ -429,6 +461,7 @@ def split_epsilon(clip_norm: float, noise_multiplier: float, seq_len: int, relea
     releases = check_int(releases, "releases", minimum=1, maximum=_MAX_COUNT)
     delta = check_real(delta, "delta", low=0.0, high=1.0, low_open=True, high_open=True)
     per = check_option(per, "per", _PER)
+    mechanism = check_option(mechanism, "mechanism", _MECHANISMS)
     if orders is None:
         orders = DEFAULT_ORDERS
     else:
@@ -451,6 +484,14 @@ def split_epsilon(clip_norm: float, noise_multiplier: float, seq_len: int, relea
     if not (math.isfinite(sensitivity) and math.isfinite(std) and std > 0.0):
         raise ValueError(f"`clip_norm` = {clip_norm!r} with `noise_multiplier` = {noise_multiplier!r} over- or "
                          f"underflows the sensitivity or the noise's scale")
+    if mechanism == "dx":
+        vectors = seq_len if per == "token" else 1
+        eps1 = 2.0 * vectors / noise_multiplier
+        eps = releases * eps1
+        if not math.isfinite(eps):
+            raise ValueError(f"`noise_multiplier` = {noise_multiplier!r} is too small: epsilon overflows")
+        return Result(epsilon=eps, bound="pure", epsilon_exact=eps, epsilon_rdp=None, order=None,
+                      epsilon_single=eps1, sensitivity=2.0 * clip_norm * vectors, noise_std=std, mu=None)
     # mu of one release, Delta / (sigma C): C cancels (computed without it, so that no product over/underflows)
     mu1 = 2.0 * (math.sqrt(seq_len) if per == "token" else 1.0) / noise_multiplier
     mu = math.sqrt(releases) * mu1

@@ -14,7 +14,9 @@ model's gradients (UGR).
 **Reconstructed.** Neither the paper's text nor its code is public: this module is reconstructed from the
 abstract alone. The mechanism at the split (per-token clipping and Gaussian noise) and its accounting are
 standard and exact; where the split sits, the MRP objective, the fusion gate and the rectification rule are
-the reconstruction's choices, each exposed as a parameter. No number of the paper is reproduced.
+the reconstruction's choices, each exposed as a parameter. The metric-privacy noise
+(``mechanism="dx"``, Laplace-style, pure epsilon linear in the number of tokens) is offered as an option with a
+weaker guarantee. No number of the paper is reproduced.
 
 **Threat model.** The server is honest-but-curious and sees only the noisy split representation
 :math:`\\tilde h` (:func:`clip_and_noise`); :func:`split_epsilon` gives its (epsilon, delta)-DP guarantee
