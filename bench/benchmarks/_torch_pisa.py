@@ -94,7 +94,8 @@ def _mechanism_table(quick: bool, repeat: int) -> None:
             m = t.medians
             tokens = batch * TOKENS
             gbs = 2 * 4 * tokens * width / m["numtk"] / 1e9
-            print(f"  {batch:5d} {width:5d}   {m['numtk'] * 1e3:10.3f}   {tokens / m['numtk'] / 1e6:6.2f}  {gbs:5.2f}   "
+            mtok = tokens / m["numtk"] / 1e6
+            print(f"  {batch:5d} {width:5d}   {m['numtk'] * 1e3:10.3f}   {mtok:6.2f}  {gbs:5.2f}   "
                   f"{m['naive'] * 1e3:19.3f}   {m['naive'] / m['numtk']:13.2f}x")
 
 
