@@ -603,8 +603,12 @@ class ArithmeticTeacher:
     >>> teacher = ArithmeticTeacher()
     >>> isinstance(teacher, Teacher)
     True
-    >>> print(teacher("What is 17 + 25?", "<think>17 + 25</think><answer>32</answer>"))
-    {"error_classification": "misconception", "content": "Your answer 32 is too small. Add by place value: 17 + 25 = (10 + 20) + (7 + 5); mind the carry."}
+    >>> import json
+    >>> patch = json.loads(teacher("What is 17 + 25?", "<think>17 + 25</think><answer>32</answer>"))
+    >>> patch["error_classification"]
+    'misconception'
+    >>> print(patch["content"])
+    Your answer 32 is too small. Add by place value: 17 + 25 = (10 + 20) + (7 + 5); mind the carry.
     """
 
     def __call__(self, prompt: str, completion: str) -> str:
@@ -675,13 +679,14 @@ def patched_prompt(prompt: str, patch: str) -> str:
     Examples
     --------
     >>> from numtk.torch.ffr import patched_prompt
-    >>> print(patched_prompt("What is 2 + 2?", "Count on your fingers."))
+    >>> for line in patched_prompt("What is 2 + 2?", "Count on your fingers.").splitlines():
+    ...     print(line[:60].rstrip())
     What is 2 + 2?
     <BLANKLINE>
-    Additional Information: Based on careful analysis, here is some relevant information that may help you answer the question:
+    Additional Information: Based on careful analysis, here is so
     Count on your fingers.
     <BLANKLINE>
-    Please reconsider the question with this additional context and provide your answer.
+    Please reconsider the question with this additional context
     """
     if not isinstance(prompt, str):
         raise TypeError(f"`prompt` must be a str; got {type(prompt).__name__}")
