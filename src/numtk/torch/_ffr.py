@@ -679,14 +679,9 @@ def patched_prompt(prompt: str, patch: str) -> str:
     Examples
     --------
     >>> from numtk.torch.ffr import patched_prompt
-    >>> for line in patched_prompt("What is 2 + 2?", "Count on your fingers.").splitlines():
-    ...     print(line[:60].rstrip())
-    What is 2 + 2?
-    <BLANKLINE>
-    Additional Information: Based on careful analysis, here is so
-    Count on your fingers.
-    <BLANKLINE>
-    Please reconsider the question with this additional context
+    >>> lines = patched_prompt("What is 2 + 2?", "Count on your fingers.").splitlines()
+    >>> lines[0], lines[1], lines[2].split(":")[0], lines[3]
+    ('What is 2 + 2?', '', 'Additional Information', 'Count on your fingers.')
     """
     if not isinstance(prompt, str):
         raise TypeError(f"`prompt` must be a str; got {type(prompt).__name__}")
