@@ -19,6 +19,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "matplotlib": ("matplotlib", "plot"),
     "tqdm": ("tqdm", "progress"),
     "torch": ("torch", "torch"),
+    "transformers": ("transformers", "transformers"),
 }
 
 

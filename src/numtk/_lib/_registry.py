@@ -174,7 +174,7 @@ AREAS: tuple[Area, ...] = (
                Demo("knowbias", "numtk.torch._demo_knowbias:run", requires=("torch",)),
                Demo("ffr", "numtk.torch._demo_ffr:run", requires=("torch",)),
                Demo("privcode", "numtk.torch._demo_privcode:run", requires=("torch",)),
-               Demo("pisa", "numtk.torch._demo_pisa:run", requires=("torch",))),
+               Demo("pisa", "numtk.torch._demo_pisa:run", requires=("torch", "transformers"))),
         compare=(
             CompareSection("tokendrop", "benchmarks._torch_tokendrop:compare",
                            help="numtk.torch.tokendrop: saved-activation bytes and step time for rho in "

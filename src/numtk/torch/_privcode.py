@@ -198,7 +198,7 @@ def per_sample_grads(model: Any, loss_fn: Any, batch: Any, *, chunk_size: int | 
     Returns
     -------
     dict of str to torch.Tensor
-        Parameter name (as in ``model.named_parameters()``) -> per-example gradients, shape (B, *param.shape).
+        Parameter name (as in ``model.named_parameters()``) -> per-example gradients, shape ``(B, *param.shape)``.
 
     Notes
     -----
@@ -994,11 +994,11 @@ class LatentPrefix(torch.nn.Module):
 def canary_exposure(log_likelihoods: Any, canary: int) -> Result:
     """The exposure of an inserted canary (Carlini et al., "The Secret Sharer", 2019), by exact enumeration.
 
-    All candidates of the canary's format (e.g. every 4-digit secret in ``"key = '####'"``: |R| = 10^4) are
+    All candidates of the canary's format (e.g. every 4-digit secret in ``"key = '####'"``: ``|R|`` = 10^4) are
     scored by the model's log-likelihood; the canary's rank is 1 + the number of candidates scored strictly
     higher (ties count in the canary's favour: the rank a guesser enumerating by likelihood would need at
-    best), and ``exposure = log2 |R| - log2 rank``. Between 0 (the canary is the least likely) and log2 |R|
-    (it is the most likely); a model that learned nothing about the secret gives log2 |R| - log2 of a uniform
+    best), and ``exposure = log2 |R| - log2 rank``. Between 0 (the canary is the least likely) and log2 ``|R|``
+    (it is the most likely); a model that learned nothing about the secret gives log2 ``|R|`` - log2 of a uniform
     rank, about 1 bit on average.
 
     Parameters
@@ -1016,7 +1016,7 @@ def canary_exposure(log_likelihoods: Any, canary: int) -> Result:
         rank : int
             The canary's rank, 1 = most likely.
         n_candidates : int
-            |R|.
+            ``|R|``.
 
     Examples
     --------
