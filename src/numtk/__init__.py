@@ -14,6 +14,7 @@ imports no optional dependency.
 ``numtk.datasets``         small shipped datasets with their licences
 ``numtk.moe``              expert-parallel load balancing (LLEP), its baselines, optimum, simulator
 ``numtk.mixture``          data-mixture laws (CAMEL), the optimal mixture, loss-to-benchmark laws
+``numtk.algebra``          squarefree monomial ideals: generator graphs, linear resolutions (Hirsch)
 ``numtk.torch``            the PyTorch bridge: the deep methods' modules (needs ``numtk[torch]``)
 =========================  ==========================================================
 """
@@ -24,7 +25,7 @@ import importlib
 from typing import Any
 
 # Areas that exist (later areas add themselves here as they land).
-submodules = ["stats", "seriation", "counterfactual", "games", "ftt", "sampling", "datasets", "moe", "mixture", "torch"]
+submodules = ["stats", "seriation", "counterfactual", "games", "ftt", "sampling", "datasets", "moe", "mixture", "algebra", "torch"]
 
 __all__ = submodules + ["__version__", "show_config"]
 

@@ -21,6 +21,8 @@ from _cases_knowbias import KNOWBIAS
 from _cases_ffr import FFR
 from _cases_privcode import PRIVCODE
 from _cases_pisa import PISA
+from _cases_hirsch import HIRSCH
+from _cases_psro_oracle import PSRO_ORACLE
 from _cases_models import MODELS
 
 
@@ -148,5 +150,7 @@ CASES = {c.name: c for c in [
     *FFR,
     *PRIVCODE,
     *PISA,
+    *HIRSCH,
+    *PSRO_ORACLE,
     *MODELS,
 ]}

@@ -22,7 +22,8 @@ def test_the_bridge_is_an_area_whose_modules_load_on_first_access():
     proc = _fresh("import sys, numtk, numtk.torch; print('torch' in sys.modules, numtk.torch.__all__); "
                   "numtk.torch.llep; print('torch' in sys.modules, 'numtk.torch.llep' in sys.modules)")
     assert proc.returncode == 0, proc.stderr
-    names = ["llep", "puzzle", "tokendrop", "moddit", "mswt", "spectral", "contrastive", "dipg", "dyco", "models", "knowbias", "ffr", "privcode", "pisa"]
+    names = ["llep", "puzzle", "tokendrop", "moddit", "mswt", "spectral", "contrastive", "dipg", "dyco", "models", "knowbias", "ffr", "privcode", "pisa",
+             "hirsch", "psro_oracle"]
     assert proc.stdout.split("\n")[:2] == [f"False {names}", "True True"]
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         numtk.torch.nope

@@ -20,6 +20,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "tqdm": ("tqdm", "progress"),
     "torch": ("torch", "torch"),
     "transformers": ("transformers", "transformers"),
+    "gymnasium": ("gymnasium", "rl"),
 }
 
 

@@ -162,6 +162,13 @@ AREAS: tuple[Area, ...] = (
             help="numtk.mixture: law fits, predictions, the optimal mixture and the budget allocation against "
                  "plain SciPy fits and the spec's time targets"),),
     ),
+    Area(
+        "algebra",
+        compare=(CompareSection(
+            "algebra", "benchmarks._algebra:compare",
+            help="numtk.algebra: the Reisner linearity check (n = 8), linear quotients (m <= 50), generator-graph "
+                 "diameters against networkx"),),
+    ),
     Area(  # the PyTorch bridge: Python only, its modules import torch on first access
         "torch",
         demos=(Demo("tokendrop", "numtk.torch._demo_tokendrop:run", requires=("torch",)),
@@ -174,7 +181,9 @@ AREAS: tuple[Area, ...] = (
                Demo("knowbias", "numtk.torch._demo_knowbias:run", requires=("torch",)),
                Demo("ffr", "numtk.torch._demo_ffr:run", requires=("torch",)),
                Demo("privcode", "numtk.torch._demo_privcode:run", requires=("torch",)),
-               Demo("pisa", "numtk.torch._demo_pisa:run", requires=("torch", "transformers"))),
+               Demo("pisa", "numtk.torch._demo_pisa:run", requires=("torch", "transformers")),
+               Demo("hirsch", "numtk.torch._demo_hirsch:run", requires=("torch", "gymnasium")),
+               Demo("psro-rl", "numtk.torch._demo_psro_oracle:run", requires=("torch",))),
         compare=(
             CompareSection("tokendrop", "benchmarks._torch_tokendrop:compare",
                            help="numtk.torch.tokendrop: saved-activation bytes and step time for rho in "
@@ -207,6 +216,12 @@ AREAS: tuple[Area, ...] = (
             CompareSection("pisa", "benchmarks._torch_pisa:compare",
                            help="numtk.torch.pisa: clipping and noise at the split, the analytic Gaussian "
                                 "calibration's time"),
+            CompareSection("hirsch", "benchmarks._torch_hirsch:compare",
+                           help="numtk.torch.hirsch: environment steps per second, the policy's forward, the "
+                                "options agent's episode"),
+            CompareSection("psro-rl", "benchmarks._torch_psro_oracle:compare",
+                           help="numtk.torch.psro_oracle: rollout environment steps per second against OpenSpiel's "
+                                "Python RL environment on the same game; one oracle call"),
         ),
     ),
 )

@@ -33,6 +33,8 @@ Modules
    ffr        -- FFR: robust-improvement rewards, group-normalised advantages and the GRPO token loss.
    privcode   -- PrivCode++: per-sample gradients, DP-SGD, the RDP accountant, the syntax-aware KL.
    pisa       -- PISA (reconstructed): noise at the split, analytic Gaussian calibration, MRP, fusion.
+   hirsch     -- the algebraic Hirsch problem as a gymnasium environment, an equivariant GNN, the options agent.
+   psro_oracle -- deep-RL best-response oracles (PPO) for numtk.games.psro and Global PSRO.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from typing import Any
 
 # The bridge's public modules; each is imported (with torch) on first access.
 submodules = ["llep", "puzzle", "tokendrop", "moddit", "mswt", "spectral", "contrastive", "dipg", "dyco", "models",
-              "knowbias", "ffr", "privcode", "pisa"]
+              "knowbias", "ffr", "privcode", "pisa", "hirsch", "psro_oracle"]
 
 __all__ = list(submodules)
 

@@ -1,0 +1,1 @@
+"""Demo of numtk.torch.hirsch (placeholder: filled by issue 25)."""

@@ -1,0 +1,1 @@
+"""numtk.torch.hirsch (placeholder: filled by issue 25)."""

@@ -1,0 +1,1 @@
+"""numtk.torch.psro_oracle (placeholder: filled by issue 25)."""

@@ -1,0 +1,2 @@
+"""numtk.torch.psro_oracle (placeholder: filled by issue 25)."""
+from numtk.torch import _common  # noqa: F401
