@@ -17,6 +17,13 @@ __all__ = ["subsets_to_masks", "masks_to_subsets", "squarefree_veronese", "gener
            "has_linear_quotients", "linear_quotient_order", "random_generators"]
 
 
+def _check_d(d: Any, n: int) -> int:
+    d = check_int(d, "d", minimum=1)
+    if d > n:
+        raise ValueError(f"`d` must be at most `n` = {n}; got d = {d}")
+    return d
+
+
 # ------------------------------------------------------------------------------------------------------------
 # encodings
 # ------------------------------------------------------------------------------------------------------------
@@ -44,9 +51,13 @@ def subsets_to_masks(subsets: Any, n: int | None = None) -> list[int]:
     limit = MAX_N if n is None else check_n(n)
     if isinstance(subsets, (str, bytes)) or np.isscalar(subsets):
         raise TypeError(f"`subsets` must be an iterable of subsets; got {type(subsets).__name__}")
+    try:
+        subsets = list(subsets)
+    except TypeError:
+        raise TypeError(f"`subsets` must be an iterable of subsets; got {type(subsets).__name__}") from None
     out = []
     for S in subsets:
-        if isinstance(S, (str, bytes)) or np.isscalar(S):
+        if isinstance(S, (str, bytes)) or np.isscalar(S) or not hasattr(S, "__iter__"):
             raise TypeError(f"`subsets` must hold collections of ints; got an element of type {type(S).__name__}")
         S = list(S)
         mask = 0
@@ -108,7 +119,7 @@ def squarefree_veronese(n: int, d: int) -> list[int]:
     [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
     """
     n = check_n(n)
-    d = check_int(d, "d", minimum=1, maximum=n)
+    d = _check_d(d, n)
     if math.comb(n, d) > 10**7:
         raise ValueError(f"the squarefree Veronese (n, d) = ({n}, {d}) has C(n, d) = {math.comb(n, d)} generators, "
                          "more than 10**7; choose smaller `n` or `d`")
@@ -399,7 +410,7 @@ def random_generators(n: int, d: int, m: int, *, linear: bool = False, field: st
     (10, True)
     """
     n = check_n(n)
-    d = check_int(d, "d", minimum=1, maximum=n)
+    d = _check_d(d, n)
     total = math.comb(n, d)
     m = check_int(m, "m", minimum=1)
     if m > total:

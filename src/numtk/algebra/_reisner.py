@@ -396,7 +396,7 @@ def has_linear_resolution(G: Sequence[int], n: int, *, field: str = "Q", d: int 
     field = check_field(field)
     method = check_option(method, "method", ("auto", "reisner"))
     if d > n:
-        raise ValueError(f"`d` must be at most n = {n}; got {d}")
+        raise ValueError(f"`d` must be at most `n` = {n}; got d = {d}")
     if len(G) <= 1:
         return True
     if method == "auto":
