@@ -1,2 +1,2 @@
-"""numtk.torch.psro_oracle (placeholder: filled by issue 25)."""
-from numtk.torch import _common  # noqa: F401
+"""numtk.torch.psro_oracle."""
+from numtk.torch._psro_oracle import ALGORITHMS, ConditionalBROracle, RLBestResponseOracle, RolloutEnv  # noqa: F401
