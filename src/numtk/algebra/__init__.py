@@ -50,8 +50,8 @@ Generator sets
 """
 
 from numtk.algebra._ideals import (dual_graph_diameter, generator_graph, has_linear_quotients,
-                                   linear_quotient_order, masks_to_subsets, random_generators,
-                                   squarefree_veronese, subsets_to_masks)
+                                   linear_quotient_order, masks_to_subsets, squarefree_veronese, subsets_to_masks)
+from numtk.algebra._random import random_generators
 from numtk.algebra._reisner import dual_complex_facets, has_linear_resolution, is_cohen_macaulay, reduced_betti_numbers
 
 __all__ = ["generator_graph", "dual_graph_diameter", "has_linear_resolution", "has_linear_quotients",

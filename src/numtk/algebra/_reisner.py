@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from numtk._lib._validation import check_option
+from numtk.algebra._ideals import _lq_failure, dual_graph_diameter
 from numtk.algebra._validation import as_masks, check_degree, check_field, check_n
 
 __all__ = ["reduced_betti_numbers", "is_cohen_macaulay", "dual_complex_facets", "has_linear_resolution"]
@@ -400,8 +401,6 @@ def has_linear_resolution(G: Sequence[int], n: int, *, field: str = "Q", d: int 
     if len(G) <= 1:
         return True
     if method == "auto":
-        from numtk.algebra._ideals import _lq_failure, dual_graph_diameter
-
         if _lq_failure(G) < 0:
             return True
         if math.isinf(dual_graph_diameter(G, d)):
