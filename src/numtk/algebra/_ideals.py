@@ -132,7 +132,7 @@ def generator_graph(G: Sequence[int], d: int | None = None) -> np.ndarray:
     """The generator (dual) graph of a squarefree monomial ideal generated in degree d.
 
     Generators S and T (d-subsets of [n]) are adjacent when ``|S & T| = d - 1``: their lcm has degree d + 1,
-    a linear first syzygy. It is the facet-ridge graph of the Alexander dual complex with facets [n] \\ S.
+    a linear first syzygy. It is the facet-ridge graph of the Alexander dual complex with facets ``[n] \\ S``.
 
     Parameters
     ----------

@@ -264,21 +264,22 @@ def _maximal(F: list[int]) -> list[int]:
 
 def _cm(F: list[int], field: str) -> bool:
     """Reisner's criterion for the pure complex with facets ``F`` (distinct, all of one size)."""
-    faces = _all_faces(F)
     top = F[0].bit_count()
-    by_size = _levels(faces)
+    by_size = _levels(_all_faces(F))
     # links of faces with top - 1 or top vertices are nonempty sets of points or {}: nothing to check;
     # the others from the smallest links (largest faces) up, so that a failure is found early
     for s in range(top - 2, -1, -1):
         for sigma in by_size[s]:
-            if not _link_ok(faces if s == 0 else [f ^ sigma for f in faces if f & sigma == sigma], top - s, field):
+            # faces containing sigma, less sigma (f ^ sigma = f - sigma keeps each level sorted)
+            link = [[f ^ sigma for f in lv if f & sigma == sigma] for lv in by_size[s:]]
+            if not _link_ok(link, top - s, field):
                 return False
     return True
 
 
-def _link_ok(link_faces, t: int, field: str) -> bool:
-    """Whether the pure complex ``link_faces`` (facets with t vertices) has no reduced homology below t - 1."""
-    R = _Ranks(_levels(link_faces))
+def _link_ok(link_levels: list[list[int]], t: int, field: str) -> bool:
+    """Whether the pure complex with these levels (facets with t vertices) has no reduced homology below t - 1."""
+    R = _Ranks(link_levels)
     for k in range(1, t):  # dimensions 0 .. t - 2 (dimension -1 vanishes: the link has vertices)
         if R.betti(k, "GF2") and (field == "GF2" or R.betti(k, "Q")):
             return False
