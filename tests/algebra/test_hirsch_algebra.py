@@ -383,3 +383,33 @@ def test_random_generators_gives_up_clearly():
 def test_validation(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_unused_variables_only_cone_the_dual_complex():
+    # has_linear_resolution works on the generators' support; the full dual complex on [n] is a cone over
+    # that one, and Reisner's criterion on the cone (is_cohen_macaulay) must give the same answer
+    rng = np.random.default_rng(37)
+    seen = {True: 0, False: 0}
+    for trial in range(30):
+        G = random_generators(6, 3, int(rng.integers(2, 12)), rng=rng)
+        field = FIELDS[trial % 2]
+        expect = has_linear_resolution(G, 6, field=field, method="reisner")
+        seen[expect] += 1
+        for n in (7, 8):
+            assert has_linear_resolution(G, n, field=field, method="reisner") == expect
+            assert is_cohen_macaulay(dual_complex_facets(G, n), n, field=field) == expect
+    assert min(seen.values()) >= 5
+    # far more variables than the check could enumerate: only the support counts
+    assert has_linear_resolution(squarefree_veronese(6, 3), 62, method="reisner")
+
+
+def test_too_many_faces_is_refused():
+    G = [((1 << 40) - 1) ^ (1 << v) for v in range(3)]  # 39-subsets of [40]: dual facets of 2 vertices, fine
+    assert has_linear_resolution(G, 40, method="reisner")
+    G = subsets_to_masks([(0, 1), (1, 2), (2, 3)] + [(v, v + 1) for v in range(4, 30)], 31)
+    with pytest.raises(ValueError, match="`G`.*faces"):
+        has_linear_resolution(G, 31, method="reisner")
+    with pytest.raises(ValueError, match="`facets`.*faces"):
+        reduced_betti_numbers([(1 << 30) - 1])
+    with pytest.raises(ValueError, match="`facets`.*faces"):
+        is_cohen_macaulay([(1 << 30) - 1])
