@@ -65,9 +65,11 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, n: i
             ``n``, ``d``, ``field``, ``steps``, ``methods``, ``max_linear_diameter`` (over every method's linear
             ideals), ``hirsch_holds`` (that maximum is <= d), ``counterexamples`` (their number, expected 0) and
             per method a dict: ``best_diameter``, ``steps_to_best``, ``n_linear``, ``linear_diameters`` (diameter
-            -> distinct linear ideals), ``env_steps``, ``wall_time``, ``best_generators``.
+            -> distinct linear ideals), ``linear_at_bound`` (distinct linear ideals of diameter d), ``env_steps``,
+            ``wall_time``, ``best_generators``.
         history : dict of lists
-            Per method ``<method>/env_steps`` and ``<method>/best_diameter`` (the search curve).
+            Per method ``<method>/env_steps``, ``<method>/best_diameter`` and ``<method>/linear_at_bound`` (the
+            search curves).
         wall_time : float
             Seconds.
 
@@ -110,10 +112,12 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, n: i
             res = greedy_search(env, steps=steps, rng=seeds[3])
         metrics[m] = {"best_diameter": res.best_diameter, "steps_to_best": res.steps_to_best,
                       "n_linear": res.n_linear, "linear_diameters": res.linear_diameters,
+                      "linear_at_bound": sum(v for k, v in res.linear_diameters.items() if k >= d),
                       "env_steps": res.env_steps, "wall_time": res.wall_time,
                       "best_generators": res.best_generators, "counterexamples": len(res.counterexamples)}
         history[f"{m}/env_steps"] = res.history["env_steps"]
         history[f"{m}/best_diameter"] = res.history["best_diameter"]
+        history[f"{m}/linear_at_bound"] = res.history["linear_at_bound"]
     found = [k for m in methods for k in metrics[m]["linear_diameters"]]
     metrics["max_linear_diameter"] = max(found) if found else None
     metrics["hirsch_holds"] = bool(found) and max(found) <= d
@@ -127,21 +131,28 @@ def plot_search(res: Any, path: str) -> None:
 
     plt = pyplot()
     h, m = res.history, res.metrics
-    fig, ax = plt.subplots(figsize=(7.5, 4.0))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(10, 4.0))
     for i, name in enumerate(m["methods"]):
-        xs = [0] + h[f"{name}/env_steps"]
+        xs = [1] + [max(1, x) for x in h[f"{name}/env_steps"]]
         ys = [math.nan] + [math.nan if v is None else v for v in h[f"{name}/best_diameter"]]
         ax.step(xs, ys, where="post", color=f"C{i}", lw=1.8,
-                label=f"{_LABELS[name]}: {_d(m[name]['best_diameter'])} at step {m[name]['steps_to_best']}")
+                label=f"{name}: {_d(m[name]['best_diameter'])} at step {m[name]['steps_to_best']}")
+        ax2.step(xs, [0] + h[f"{name}/linear_at_bound"], where="post", color=f"C{i}", lw=1.8,
+                 label=f"{_LABELS[name]}: {m[name]['linear_at_bound']}")
     ax.axhline(m["d"], color="grey", ls="--", lw=0.8)
     ax.text(0.99, m["d"] + 0.08, f"Hirsch bound d = {m['d']}", transform=ax.get_yaxis_transform(), ha="right",
             fontsize=8, color="grey")
+    ax.set_xscale("log")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("best diameter among linear ideals")
     ax.set_ylim(-0.2, m["d"] + 1.2)
-    ax.set_title(f"algebraic Hirsch search, n = {m['n']}, d = {m['d']}, field {m['field']}; "
-                 f"max diameter of a linear ideal found: {m['max_linear_diameter']}", fontsize=9)
+    ax.set_title(f"n = {m['n']}, d = {m['d']}, field {m['field']}: max diameter of a linear ideal found "
+                 f"{m['max_linear_diameter']}", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
+    ax2.set_xlabel("environment steps")
+    ax2.set_ylabel(f"distinct linear ideals of diameter {m['d']}")
+    ax2.set_title("linear ideals at the Hirsch bound found so far", fontsize=9)
+    ax2.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -161,14 +172,17 @@ def run(*, quick: bool = True, out=print, plot: str | None = None) -> list[dict]
     m = res.metrics
     out(f"algebraic Hirsch search: n = {m['n']} variables, degree d = {m['d']}, linearity over {m['field']}; "
         f"{m['steps']} environment steps per method, {res.wall_time:.1f} s")
-    out(f"  {'method':<50} {'best diam':>9} {'at step':>8} {'linear ideals':>13}  diameters (diam: count)")
+    out(f"  {'method':<50} {'best diam':>9} {'at step':>8} {'linear ideals':>13} {'of diam d':>9}  "
+        "diameters (diam: count)")
     for name in m["methods"]:
         r = m[name]
-        out(f"  {_LABELS[name]:<50} {_d(r['best_diameter']):>9} {r['steps_to_best']:>8} {r['n_linear']:>13}  "
-            f"{_hist(r['linear_diameters'])}")
+        out(f"  {_LABELS[name]:<50} {_d(r['best_diameter']):>9} {r['steps_to_best']:>8} {r['n_linear']:>13} "
+            f"{r['linear_at_bound']:>9}  {_hist(r['linear_diameters'])}")
     verdict = ("all have diameter <= d: no counterexample, as expected" if m["hirsch_holds"] else
                "COUNTEREXAMPLE FOUND (diameter > d)" if m["counterexamples"] else "no linear ideal found")
     out(f"  every linear ideal found (over {m['field']}) has diameter <= {m['max_linear_diameter']}; {verdict}")
+    out("  (linear ideals: distinct generator sets with a linear resolution that an episode ended in (agents) or a "
+        "greedy order passed through; greedy counts each candidate it scores as a step)")
     if plot:
         plot_search(res, plot)
         out(f"figure saved to {plot}")

@@ -838,22 +838,28 @@ class _Tracker:
         self.best_generators: tuple[int, ...] = ()
         self.linear_found: dict[int, int] = {}       # members bitset -> diameter, every distinct linear ideal
         self.counterexamples: list[tuple[int, ...]] = []
+        self.at_bound = 0                                # distinct linear ideals of diameter >= d
         self.curve_steps: list[int] = []
-        self.curve_best: list[float] = []
+        self.curve_best: list[float | None] = []
+        self.curve_bound: list[int] = []
 
     def linear(self, env: HirschEnv, members: int) -> None:
         diam = env._diameter(members)
+        if members not in self.linear_found and diam >= self.d:
+            self.at_bound += 1
         self.linear_found[members] = diam
         if diam > self.best:
             self.best = diam
             self.best_step = self.env_steps
             self.best_generators = tuple(env.subsets[i] for i in _bits(members))
+            self.point()
         if diam > self.d:
             self.counterexamples.append(tuple(env.subsets[i] for i in _bits(members)))
 
     def point(self) -> None:
         self.curve_steps.append(self.env_steps)
         self.curve_best.append(float(self.best) if self.best > -math.inf else None)
+        self.curve_bound.append(self.at_bound)
 
     def result(self, env: HirschEnv, t0: float, **extra) -> Any:
         from numtk._lib import Result
@@ -864,7 +870,8 @@ class _Tracker:
                       best_generators=self.best_generators, linear_diameters=hist,
                       steps_to_best=self.best_step, n_linear=len(self.linear_found),
                       counterexamples=self.counterexamples, field=env.field, env_steps=self.env_steps,
-                      history={"env_steps": self.curve_steps, "best_diameter": self.curve_best, **extra},
+                      history={"env_steps": self.curve_steps, "best_diameter": self.curve_best,
+                               "linear_at_bound": self.curve_bound, **extra},
                       wall_time=time.perf_counter() - t0)
 
 
@@ -1119,8 +1126,10 @@ class OptionsAgent:
             ``steps_to_best`` (the environment steps when it was first reached), ``best_generators``,
             ``linear_diameters`` (diameter -> number of distinct linear ideals found),
             ``n_linear``, ``counterexamples`` (linear ideals of diameter > d: expected empty), ``field``,
-            ``env_steps``, ``history`` (per update: ``env_steps``, ``best_diameter``, ``mean_return``,
-            ``mean_spine``, ``high_level_probs``) and ``wall_time``.
+            ``env_steps``, ``history`` and ``wall_time``. The history's search curve has a point after every PPO
+            update and at every improvement: ``env_steps``, ``best_diameter`` and ``linear_at_bound`` (distinct
+            linear ideals of diameter >= d so far); per update it has ``mean_return``, ``mean_spine`` and
+            ``high_level_probs`` (over ``spine_lengths``).
         """
         check_option(reward, "reward", REWARDS)
         env = _env_from(env, d, reward=reward)
