@@ -448,3 +448,70 @@ def test_reisner_against_hochster_seven_variables():
         seen[expect] += 1
         assert has_linear_resolution(G, 7, field=field, method="reisner") == expect
     assert min(seen.values()) >= 12
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the compiled kernel against Python
+# ------------------------------------------------------------------------------------------------------------
+def _gf2_failures_reference(F):
+    """Every (sigma, k) with nonzero reduced GF(2) homology of lk(sigma) in dimension k - 1 < dim lk, in the
+    kernel's order (larger faces first, then increasing masks, then increasing k), from tuples."""
+    top = bin(F[0]).count("1")
+    faces = sorted(_faces(F))
+    out = []
+    for s in range(top - 2, -1, -1):
+        for sigma in [f for f in faces if bin(f).count("1") == s]:
+            link = {tuple(v for v in range(62) if (f ^ sigma) >> v & 1) for f in faces if f & sigma == sigma}
+            h = ref.homology(link, "GF2")
+            out += [(sigma, i + 1) for i in range(0, top - s - 1) if h.get(i, 0)]
+    return out
+
+
+def _faces(F):
+    out = set()
+    for f in F:
+        sub = f
+        while True:
+            out.add(sub)
+            if sub == 0:
+                break
+            sub = (sub - 1) & f
+    return out
+
+
+def test_compiled_failures_against_reference():
+    from numtk.algebra import _algebra_ext
+    from numtk.algebra._reisner import _cm, _cm_python
+
+    rng = np.random.default_rng(47)
+    cases = [[0], [0b1], [0b1, 0b10], [0b111], [0b11, 0b1100], subsets_to_masks(RP2), subsets_to_masks(TORUS),
+             squarefree_veronese(5, 4), squarefree_veronese(6, 3)]
+    for _ in range(60):
+        n = int(rng.integers(1, 8))
+        k = int(rng.integers(0, n + 1))
+        cases.append(random_generators(n, k, int(rng.integers(1, min(10, math.comb(n, k)) + 1)), rng=rng)
+                     if k else [0])
+    for F in cases:
+        sig, ks = _algebra_ext.reisner_gf2_failures(np.asarray(F, dtype=np.uint64), False)
+        assert list(zip(sig.tolist(), ks.tolist())) == _gf2_failures_reference(F), F
+        first = _algebra_ext.reisner_gf2_failures(np.asarray(F, dtype=np.uint64), True)
+        assert first[0].tolist() == sig.tolist()[:1]
+        for field in FIELDS:
+            assert _cm(F, field) == _cm_python(F, field) == ref.reisner_cm(masks_to_subsets(F), field)
+
+
+def test_compiled_kernel_refuses_bad_input():
+    from numtk.algebra import _algebra_ext
+
+    with pytest.raises(ValueError, match="`facets`"):
+        _algebra_ext.reisner_gf2_failures(np.array([0b1, 0b11], dtype=np.uint64), False)  # not pure
+    with pytest.raises(ValueError, match="`facets`"):
+        _algebra_ext.reisner_gf2_failures(np.array([1 << 63], dtype=np.uint64), False)
+    with pytest.raises(ValueError, match="`facets`"):
+        _algebra_ext.reisner_gf2_failures(np.array([(1 << 40) - 1], dtype=np.uint64), False)  # 2**40 faces
+    with pytest.raises(ValueError, match="`facets`"):
+        _algebra_ext.reisner_gf2_failures(np.zeros((2, 2), dtype=np.uint64), False)
+    with pytest.raises(TypeError):
+        _algebra_ext.reisner_gf2_failures(np.array([1.5]), False)
+    sig, ks = _algebra_ext.reisner_gf2_failures(np.zeros(0, dtype=np.uint64), False)
+    assert sig.size == ks.size == 0
