@@ -164,6 +164,7 @@ AREAS: tuple[Area, ...] = (
     ),
     Area(
         "algebra",
+        compiled=("numtk.algebra._algebra_ext",),
         compare=(CompareSection(
             "algebra", "benchmarks._algebra:compare",
             help="numtk.algebra: the Reisner linearity check (n = 8), linear quotients (m <= 50), generator-graph "
