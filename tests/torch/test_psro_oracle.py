@@ -30,8 +30,8 @@ def one_thread():
 def exact_chain_value(env, learner, opponent, seat):
     """Player 0's expected payoff by propagating state probabilities through the chain (no sampling)."""
     pol = [None, None]
-    pol[seat], pol[1 - seat] = env.policy_table([learner])[0] if env.matrix else learner, \
-        env.policy_table([opponent])[0] if env.matrix else opponent
+    pol[seat], pol[1 - seat] = env._policy_table([learner])[0] if env.matrix else learner, \
+        env._policy_table([opponent])[0] if env.matrix else opponent
     prob = np.zeros(env.n_states)
     prob[0] = 1.0
     value = 0.0

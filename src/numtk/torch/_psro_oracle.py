@@ -225,7 +225,7 @@ class RolloutEnv:
         self._last_legal = (self.max_actions - 1 - np.argmax(self.legal[:, ::-1], axis=1)).astype(np.int64)
 
     # ---- episodes --------------------------------------------------------------------------------------------
-    def policy_table(self, members: Any) -> np.ndarray:
+    def _policy_table(self, members: Any) -> np.ndarray:
         """Members as tabular policies ``(k, n_rows, max_actions)`` (a matrix game's ids played in both seats)."""
         if self.matrix and np.ndim(members) <= 1:
             ids = np.asarray(members, dtype=np.int64).reshape(-1)
@@ -236,11 +236,26 @@ class RolloutEnv:
         arr = np.asarray(members, dtype=np.float64)
         return arr.reshape(-1, self.n_rows, self.max_actions)
 
-    def sample_actions(self, cum: np.ndarray, rows: np.ndarray, u: np.ndarray) -> np.ndarray:
+    def _sample_actions(self, cum: np.ndarray, rows: np.ndarray, u: np.ndarray) -> np.ndarray:
         """Actions drawn from rows of cumulative policies ``cum`` (m, max_actions) with uniforms ``u``."""
         a = (cum < u[:, None]).sum(axis=1)
         return np.minimum(a, self._last_legal[rows])
 
+    def _check_members(self, members: Any, name: str) -> np.ndarray:
+        if self.matrix and np.ndim(members) <= 1:
+            from numtk._lib._validation import as_array
+
+            ids = as_array(members, name, kinds="biu").reshape(-1)
+            if ids.size == 0 or np.any(ids < 0) or np.any(ids >= self.max_actions):
+                raise ValueError(f"`{name}` must hold strategy ids in [0, {self.max_actions})")
+            return self._policy_table(ids)
+        if self.matrix:
+            raise ValueError(f"`{name}` must be strategy ids of the matrix game")
+        pol = self.game.check_policy(members, name=name)
+        return pol[None] if pol.ndim == 2 else pol
+
+    @constraints(opponents="any", learner_policy="any", member="array1d", seat="array1d", context="array1d",
+                 rng="rng", act="callable")
     def rollout(self, opponents: Any, learner_policy: Any, member: np.ndarray, seat: np.ndarray,
                 context: np.ndarray, *, rng: Any = None, act=None) -> dict:
         """Play ``member.size`` episodes at once; see :class:`RolloutEnv`.
@@ -248,15 +263,17 @@ class RolloutEnv:
         Parameters
         ----------
         opponents : array_like, shape (k, n_rows, max_actions)
-            Tabular policies of the opponent members (or a matrix game's strategy ids).
+            Tabular policies of the opponent members (or a matrix game's strategy ids); checked by the game's
+            ``check_policy``.
         learner_policy : array_like or None
-            A tabular policy for the learner (used when ``act`` is None).
+            A tabular policy (or strategy id) for the learner, used when ``act`` is None.
         member, seat, context : ndarray of int, shape (E,)
             Each episode's opponent member, the learner's seat (0 or 1) and a context id passed to ``act``.
         rng : None, int or numpy.random.Generator
             Chance, the opponents' and a tabular learner's draws.
         act : callable, optional
-            ``act(rows, context_ids, rng) -> actions``: the learner's moves at infoset ``rows``.
+            ``act(rows, context_ids, rng) -> actions``: the learner's moves at infoset ``rows`` (legal action ids,
+            not checked).
 
         Returns
         -------
@@ -264,16 +281,34 @@ class RolloutEnv:
             ``payoff0`` (E,) player 0's payoff of each episode, ``steps`` (the number of moves of both
             players), and the learner's decisions: ``episode``, ``row``, ``action`` (arrays, in order).
         """
+        from numtk._lib._validation import as_array
+
         gen = numpy_rng(rng)
-        opp = np.cumsum(self.policy_table(opponents), axis=-1)
+        opp = self._check_members(opponents, "opponents")
         if act is None:
-            lcum = np.cumsum(self.policy_table(learner_policy)[0], axis=-1)
+            if learner_policy is None:
+                raise ValueError("`learner_policy` is needed when `act` is None")
+            lcum = np.cumsum(self._check_members(learner_policy, "learner_policy")[0], axis=-1)
 
             def act(rows, ctx, g):
-                return self.sample_actions(lcum[rows], rows, g.random(rows.size))
-        member = np.asarray(member, dtype=np.int64)
-        seat = np.asarray(seat, dtype=np.int64)
-        context = np.asarray(context, dtype=np.int64)
+                return self._sample_actions(lcum[rows], rows, g.random(rows.size))
+        elif not callable(act):
+            raise TypeError("`act` must be a callable act(rows, context_ids, rng) or None")
+        arrays = []
+        for name, value, high in (("member", member, opp.shape[0]), ("seat", seat, 2), ("context", context, None)):
+            arr = as_array(value, name, kinds="biu")
+            if arr.ndim != 1:
+                raise ValueError(f"`{name}` must be a 1-D array of ints; got shape {arr.shape}")
+            if arr.size and (arr.min() < 0 or (high is not None and arr.max() >= high)):
+                raise ValueError(f"`{name}` must hold ints in [0, {high if high is not None else 'inf'})")
+            arrays.append(arr.astype(np.int64))
+        if not arrays[0].size == arrays[1].size == arrays[2].size:
+            raise ValueError("`member`, `seat` and `context` must have one entry per episode (the same length)")
+        return self._rollout(np.cumsum(opp, axis=-1), arrays[0], arrays[1], arrays[2], gen, act)
+
+    def _rollout(self, opp: np.ndarray, member: np.ndarray, seat: np.ndarray, context: np.ndarray,
+                 gen: np.random.Generator, act) -> dict:
+        """:meth:`rollout` on checked input: ``opp`` holds the members' cumulative policies."""
         E = member.size
         state = np.zeros(E, dtype=np.int64)
         alive = np.arange(E)
@@ -302,7 +337,7 @@ class RolloutEnv:
             theirs = ~mine
             if theirs.any():
                 r = rows[theirs]
-                acts[theirs] = self.sample_actions(opp[member[ep[theirs]], r], r, gen.random(r.size))
+                acts[theirs] = self._sample_actions(opp[member[ep[theirs]], r], r, gen.random(r.size))
             steps += ep.size
             state[ep] = self._next[e, acts]
             alive = ep
@@ -425,8 +460,7 @@ def _train(env: RolloutEnv, opponents: np.ndarray, sigmas: np.ndarray, leader: i
         pad[:, :k] = sigmas
         ctx_all = torch.as_tensor(pad, dtype=_DTYPE)
     # per-context samplers of the members (cumulative weights)
-    cums = np.cumsum(sigmas, axis=1)
-    cums /= cums[:, -1:]
+    opp_cum = np.cumsum(opponents, axis=-1)
     steps, curve = 0, []
     E = cfg.episodes
 
@@ -434,7 +468,7 @@ def _train(env: RolloutEnv, opponents: np.ndarray, sigmas: np.ndarray, leader: i
         with torch.no_grad():
             logits, _ = net(feats_all[rows], None if ctx_all is None else ctx_all[ctx])
             p = torch.softmax(_masked_logits(logits, legal_all[rows]), dim=-1).numpy()
-        return env.sample_actions(np.cumsum(p, axis=1), rows, g.random(rows.size))
+        return env._sample_actions(np.cumsum(p, axis=1), rows, g.random(rows.size))
 
     while steps < cfg.steps:
         if leader is None:
@@ -447,7 +481,7 @@ def _train(env: RolloutEnv, opponents: np.ndarray, sigmas: np.ndarray, leader: i
             sel = np.flatnonzero(ctx == c)
             member[sel] = _systematic(sigmas[c], sel.size, gen)
         seat = gen.permutation(np.arange(E) % 2)
-        out = env.rollout(opponents, None, member, seat, ctx, rng=gen, act=act)
+        out = env._rollout(opp_cum, member, seat, ctx, gen, act)
         steps += out["steps"]
         ep = out["episode"]
         if not ep.size:
@@ -522,7 +556,7 @@ def _train_task(task: tuple) -> tuple[list, int, list]:
     """One training run (module level, so process pools and dask can carry it)."""
     game, members, sigmas, leader, cfg, seed, want = task
     env = rollout_env(game)
-    opponents = env.policy_table(members)
+    opponents = env._policy_table(members)
     with torch_threads(1):
         net, steps, curve = _train(env, opponents, np.asarray(sigmas, dtype=np.float64), leader, cfg, seed)
         pols = _tabularise(env, net, np.asarray(sigmas, dtype=np.float64)[want] if cfg.latent else None,
@@ -595,7 +629,7 @@ class _OracleBase:
 
 
 @constraints(hidden="any", algorithm="option", steps="count", lr="real>0", entropy_coef="real>=0",
-             episodes="int>=2", epochs="count", minibatches="count", clip="real>0", workers=("workers", "option"),
+             episodes="int>=2", epochs="count", minibatches="count", clip="real>0", workers="workers",
              rng="rng")
 class RLBestResponseOracle(_OracleBase):
     """A deep-RL best-response oracle for :func:`numtk.games.psro`: PPO against a realization-weighted mixture.
@@ -703,7 +737,7 @@ class RLBestResponseOracle(_OracleBase):
 
 @constraints(latent_size="count", hidden="any", algorithm="option", simplex_eps="prob", steps="count", lr="real>0",
              entropy_coef="real>=0", episodes="int>=2", epochs="count", minibatches="count", clip="real>0",
-             shards="count", workers=("workers", "option"), rng="rng")
+             shards="count", workers="workers", rng="rng")
 class ConditionalBROracle(RLBestResponseOracle):
     """Global PSRO's conditional exploration oracle: one network pi(a | o, sigma) for many target mixtures.
 
@@ -794,6 +828,7 @@ class ConditionalBROracle(RLBestResponseOracle):
         self._game, self._k = game, k
         return out
 
+    @constraints(sigmas="array2d")
     def candidates(self, sigmas: Any) -> list:
         """Policies of the last trained network at mixtures ``sigmas`` of the last call's population.
 
@@ -809,11 +844,10 @@ class ConditionalBROracle(RLBestResponseOracle):
         """
         if not self._nets:
             raise ValueError("`candidates` needs a trained network: call the oracle first")
-        try:
-            S = np.array([np.asarray(s, dtype=np.float64).reshape(-1) for s in sigmas])
-        except (TypeError, ValueError):
-            raise TypeError("`sigmas` must be a list of weight vectors") from None
-        if S.ndim != 2 or S.shape[1] != self._k:
+        from numtk._lib._validation import as_array
+
+        S = np.array(as_array(sigmas, "sigmas", kinds="biuf"), dtype=np.float64)
+        if S.ndim != 2 or S.shape[1] != self._k or S.shape[0] == 0:
             raise ValueError(f"`sigmas` must be weight vectors of length {self._k} (the last population's size)")
         if not np.all(np.isfinite(S)) or np.any(S < 0) or np.any(S.sum(axis=1) <= 0):
             raise ValueError("`sigmas` must hold finite, non-negative weights with a positive sum")
