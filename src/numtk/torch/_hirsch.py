@@ -61,6 +61,7 @@ class _Tables:
     index: dict                        # bitmask -> position
     nbr: tuple[int, ...]               # position -> bitset of the positions of its generator-graph neighbours
     incidence: np.ndarray              # (C, n) 0/1
+    adjacency: np.ndarray              # (C, C) float32 0/1: the generator graph of all candidates (Johnson graph)
 
 
 @functools.lru_cache(maxsize=32)
@@ -70,7 +71,7 @@ def _tables(n: int, d: int) -> _Tables:
     adj = (inc @ inc.T) == d - 1
     weights = [1 << j for j in range(len(subsets))]
     nbr = tuple(sum(w for w, a in zip(weights, row) if a) for row in adj)
-    return _Tables(n, d, subsets, {s: i for i, s in enumerate(subsets)}, nbr, inc)
+    return _Tables(n, d, subsets, {s: i for i, s in enumerate(subsets)}, nbr, inc, adj.astype(np.float32))
 
 
 @constraints(n="int>=2", d="int>=1")
@@ -140,30 +141,25 @@ def _bits(x: int):
         x ^= low
 
 
-def _diameter_bits(members: int, nbr: Sequence[int]) -> float:
-    """Diameter of the generator graph restricted to the positions in ``members`` (BFS from every vertex on
-    neighbour bitsets); math.inf if disconnected, 0 for one vertex or none."""
-    if members == 0:
+def _diameter_np(members: int, adjacency: np.ndarray) -> float:
+    """Diameter of the generator graph restricted to the positions in ``members``: a synchronous BFS from every
+    vertex at once, one (m, m) matrix product per level; math.inf if disconnected, 0 for one vertex or none."""
+    idx = list(_bits(members))
+    m = len(idx)
+    if m <= 1:
         return 0
-    diam = 0
-    for s in _bits(members):
-        reached = frontier = 1 << s
-        ecc = 0
-        while True:
-            new = 0
-            for i in _bits(frontier):
-                new |= nbr[i]
-            new &= members & ~reached
-            if not new:
-                break
-            reached |= new
-            frontier = new
-            ecc += 1
-        if reached != members:
-            return math.inf
-        if ecc > diam:
-            diam = ecc
-    return diam
+    A = adjacency[np.ix_(idx, idx)]
+    reached = np.eye(m, dtype=bool)
+    frontier = np.eye(m, dtype=np.float32)
+    level = 0
+    while True:
+        new = ((frontier @ A) > 0) & ~reached
+        if not new.any():
+            break
+        reached |= new
+        frontier = new.astype(np.float32)
+        level += 1
+    return level if reached.all() else math.inf
 
 
 def _colon_ok(prefix: Sequence[int], u: int) -> bool:
@@ -188,7 +184,8 @@ def _order_is_lq(order: Sequence[int]) -> bool:
     return all(_colon_ok(order[:i], order[i]) for i in range(1, len(order)))
 
 
-def _greedy_lq_order(gens: Sequence[int], *, starts: int | None = 4) -> list[int] | None:
+def _greedy_lq_order(gens: Sequence[int], *, starts: int | None = 4, degrees: Sequence[int] | None = None
+                     ) -> list[int] | None:
     """A linear-quotients order of ``gens`` found greedily (append any generator that keeps the property, the
     one with most generator-graph neighbours in the prefix first), from up to ``starts`` first generators; None
     if none was found (which does not prove that none exists)."""
@@ -196,8 +193,10 @@ def _greedy_lq_order(gens: Sequence[int], *, starts: int | None = 4) -> list[int
     m = len(gens)
     if m <= 1:
         return list(gens)
-    d = gens[0].bit_count()
-    deg = [sum((g & h).bit_count() == d - 1 for h in gens) for g in gens]
+    if degrees is None:
+        d = gens[0].bit_count()
+        degrees = [sum((g & h).bit_count() == d - 1 for h in gens) for g in gens]
+    deg = degrees
     firsts = sorted(range(m), key=lambda i: (-deg[i], gens[i]))
     for first in firsts[:starts] if starts else firsts:
         order = [gens[first]]
@@ -409,7 +408,7 @@ class HirschEnv(gym.Env):
     def _diameter(self, m: int) -> float:
         got = self._diam_cache.get(m)
         if got is None:
-            got = _diameter_bits(m, self._t.nbr)
+            got = _diameter_np(m, self._t.adjacency)
             if len(self._diam_cache) >= _CACHE_MAX:
                 self._diam_cache.clear()
             self._diam_cache[m] = got
@@ -429,13 +428,15 @@ class HirschEnv(gym.Env):
     def _decide_linear(self, m: int) -> bool:
         if self._diameter(m) == math.inf:
             return False
-        gens = [self.subsets[i] for i in _bits(m)]
-        if _greedy_lq_order(gens) is not None:
+        pos = list(_bits(m))
+        gens = [self.subsets[i] for i in pos]
+        nbr = self._t.nbr
+        if _greedy_lq_order(gens, degrees=[(nbr[i] & m).bit_count() for i in pos]) is not None:
             return True
         from numtk.algebra import has_linear_resolution
 
-        self.exact_checks += 1
-        return bool(has_linear_resolution(gens, self.n, field=self.field))
+        self.exact_checks += 1    # connected, no linear-quotients order found: Reisner's criterion decides
+        return bool(has_linear_resolution(gens, self.n, field=self.field, d=self.d, method="reisner"))
 
     def _counterexample(self, m: int) -> bool:
         diam = self._diameter(m)
