@@ -237,6 +237,10 @@ FIGURES: dict[str, DemoFigure] = {
                       "the quick setting of the demo (vanilla GRPO and FFR on the bandit toy, 250 steps, five seeds), "
                       "as ``python -m numtk demo ffr --plot FILE`` draws it; ``--full`` trains 500 steps and adds the "
                       "anchor's original-completion scoring"),
+    "hirsch": DemoFigure(lambda demo, path: demo.run(quick=True, out=_silent, plot=path), ("run",),
+                         "the quick setting of the demo (the options agent, flat RL and greedy search, 4000 environment "
+                         "steps each on n = 7, d = 3, linearity over Q), as ``python -m numtk demo hirsch --plot FILE`` "
+                         "draws it; ``--full`` runs 16000 steps each"),
 }
 
 

@@ -66,7 +66,9 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, n: i
             ideals), ``hirsch_holds`` (that maximum is <= d), ``counterexamples`` (their number, expected 0) and
             per method a dict: ``best_diameter``, ``steps_to_best``, ``n_linear``, ``linear_diameters`` (diameter
             -> distinct linear ideals), ``linear_at_bound`` (distinct linear ideals of diameter d), ``env_steps``,
-            ``wall_time``, ``best_generators``.
+            ``wall_time``, ``best_generators``; the options agent's also ``spine_length_probs`` (the high-level
+            policy's final distribution over target spine lengths) and ``mean_spine`` (the spines' mean length
+            in the last update).
         history : dict of lists
             Per method ``<method>/env_steps``, ``<method>/best_diameter`` and ``<method>/linear_at_bound`` (the
             search curves).
@@ -115,6 +117,10 @@ def demo(*, steps: int | None = None, rng: Any = 0, progress: bool = False, n: i
                       "linear_at_bound": sum(v for k, v in res.linear_diameters.items() if k >= d),
                       "env_steps": res.env_steps, "wall_time": res.wall_time,
                       "best_generators": res.best_generators, "counterexamples": len(res.counterexamples)}
+        if m == "options":
+            probs = res.history["high_level_probs"][-1]
+            metrics[m]["spine_length_probs"] = {L: round(p, 3) for L, p in zip(res.history["spine_lengths"], probs)}
+            metrics[m]["mean_spine"] = res.history["mean_spine"][-1]
         history[f"{m}/env_steps"] = res.history["env_steps"]
         history[f"{m}/best_diameter"] = res.history["best_diameter"]
         history[f"{m}/linear_at_bound"] = res.history["linear_at_bound"]
