@@ -231,18 +231,28 @@ def test_validation():
         RolloutEnv("kuhn")
 
 
+def _run_with_steps(game, variant, oracle, iterations, seed):
+    steps = [0]
+    res = psro(game, variant=variant, oracle=oracle, iterations=iterations, rng=seed,
+               callback=lambda r: steps.append(oracle.env_steps_))
+    return dict(zip(res.history["population_size"].tolist(), res.history["pe"].tolist())), \
+        dict(zip(res.history["population_size"].tolist(), steps))
+
+
 @pytest.mark.slow
-def test_global_psro_conditional_vs_psro_nash_kuhn():
-    """Global PSRO (conditional oracle) against PSRO-Nash (RL oracle), the same steps per oracle call: the
-    populations' PE, measured exactly, must both fall well below the uniform policy's 11/24; the paper's claim
-    (Global lower at equal population size) is reported by the tutorial, not asserted (it does not hold at every
-    size at this scale)."""
-    game = KuhnPoker()
-    steps = 20000
-    rl = RLBestResponseOracle(steps=steps, lr=1e-3)
-    nash = psro(game, variant="psro", oracle=rl, iterations=8, rng=0)
-    cond = ConditionalBROracle(latent_size=16, steps=steps, lr=1e-3)
-    glob = psro(game, variant="global", oracle=cond, iterations=4, rng=0)
-    assert nash.history["pe"][-1] < 0.1 and glob.history["pe"][-1] < 0.1
-    # equal budgets: each population member cost one oracle call of `steps` environment steps
-    assert abs(cond.env_steps_ - rl.env_steps_) <= 0.05 * rl.env_steps_
+def test_global_psro_conditional_beats_psro_nash_leduc():
+    """The paper's claim at CPU scale (Leduc poker, 50000 environment steps per oracle call, 11 members, about 2.5
+    minutes on two cores): Global PSRO with the conditional oracle has a lower exact PE than PSRO-Nash with the RL
+    oracle at equal population size, for the same environment steps (one call per member in both). At 20000 steps
+    a call the comparison is noisy (see the tutorial); this test does not assert it there."""
+    game = LeducPoker()
+    rl = RLBestResponseOracle(steps=50000, lr=1e-3)
+    nash, nash_steps = _run_with_steps(game, "psro", rl, 10, 0)
+    cond = ConditionalBROracle(latent_size=12, steps=50000, lr=1e-3)
+    glob, glob_steps = _run_with_steps(game, "global", cond, 5, 0)
+    sizes = [3, 5, 7, 9, 11]
+    assert set(sizes) <= set(nash) and set(sizes) <= set(glob)
+    assert glob_steps[11] <= 1.1 * nash_steps[11]          # the same budget at equal size
+    assert np.mean([glob[s] for s in sizes]) < np.mean([nash[s] for s in sizes])
+    assert glob[11] < nash[11]
+    assert nash[11] < 0.6 * nash[1] and glob[11] < 0.6 * glob[1]   # both learn (uniform: 2.3736)
