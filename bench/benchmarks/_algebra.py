@@ -9,12 +9,15 @@ anchors written here:
   exact enough at these sizes (the table checks that both answers agree).
 - **linear quotients, colon ideals**: the definition with Python sets: the minimal generators of each colon
   ideal ``(S_1..S_{i-1}) : S_i`` must all be variables.
+- **numtk's criterion in Python alone**: the same algorithm without the compiled kernel (``_cm_python``, the
+  kernel's reference in the tests).
 - **diameter, networkx**: :func:`networkx.diameter` of the graph built from numtk's adjacency matrix.
 
 Problems: the squarefree Veronese ideals (8, 3) and (8, 4) (Johnson graphs, linear), random linear ideals of
-degree 3 in 8 variables (rejection-sampled with seeds 0..), a random connected non-linear one, the
+degree 3 in 8 variables (rejection-sampled, seeded), a random connected non-linear one, the
 field-dependent ideal whose Alexander dual is the 6-vertex real projective plane (Q: linear; GF2: not), and
-in the full run the Veronese (10, 5) and (12, 6) beyond the target's size.
+the Veronese (10, 5) beyond the target's size, and in the full run the Veronese (12, 6) and a random linear
+ideal with n = 12.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import numpy as np
 
 from benchmarks._timing import interleaved
 
-__all__ = ["compare", "problems", "numpy_reisner", "colon_ideal_lq", "networkx_diameter", "TARGETS", "RP2"]
+__all__ = ["compare", "problems", "grown_linear", "numpy_reisner", "colon_ideal_lq", "networkx_diameter", "TARGETS", "RP2"]
 
 #: deep.md section 4, seconds on one core
 TARGETS = {"reisner": 0.05, "lq": 1e-3}
@@ -106,10 +109,27 @@ def problems(quick: bool = False) -> list[tuple[str, list[int], int, str, bool]]
     rp2 = [full ^ F for F in subsets_to_masks(RP2, 6)]
     out.append(("dual of RP^2 (n = 6, d = 3), Q: linear", rp2, 6, "Q", True))
     out.append(("dual of RP^2 (n = 6, d = 3), GF2: not linear", rp2, 6, "GF2", False))
+    out.append(("Veronese (10, 5), Q", squarefree_veronese(10, 5), 10, "Q", False))
     if not quick:
-        out.append(("Veronese (10, 5), Q", squarefree_veronese(10, 5), 10, "Q", False))
         out.append(("Veronese (12, 6), Q", squarefree_veronese(12, 6), 12, "Q", False))
+        out.append(("grown with linear quotients, n = 12, d = 3, m = 60, Q", grown_linear(12, 3, 60), 12, "Q", False))
     return out
+
+
+def grown_linear(n: int, d: int, m: int, rng: int = 0) -> list[int]:
+    """m d-subsets of [n] appended in random order whenever they keep linear quotients (so the ideal is linear;
+    random linear sets of this size are far too rare to rejection-sample)."""
+    from numtk.algebra import has_linear_quotients, squarefree_veronese
+
+    V = squarefree_veronese(n, d)
+    g = np.random.default_rng(rng)
+    G = [V[int(g.integers(len(V)))]]
+    for i in g.permutation(len(V)).tolist():
+        if len(G) == m:
+            break
+        if V[i] not in G and has_linear_quotients(G + [V[i]]):
+            G.append(V[i])
+    return G
 
 
 def _fmt(t: float | None) -> str:
@@ -138,22 +158,29 @@ def compare(quick: bool = False, options=None) -> None:
     within the target, or faster)."""
     from numtk.algebra import (dual_graph_diameter, generator_graph, has_linear_quotients, has_linear_resolution,
                                random_generators, squarefree_veronese)
+    from numtk.algebra._reisner import _cm_python
 
     repeat = 5 if quick else 15
     if options is not None and getattr(options, "repeat", None):
         repeat = min(options.repeat, repeat)
     print("== algebra ==")
     print(f"Targets: deep.md section 4 (Reisner check <= 50 ms at n = 8, linear quotients <= 1 ms at m <= 50), one "
-          f"core (numtk.algebra is single-threaded Python). Here: {os.cpu_count()} cores, load average "
+          f"core (numtk.algebra is single-threaded: Python around a compiled GF(2) kernel). Here: {os.cpu_count()} cores, load average "
           f"{os.getloadavg()[0]:.1f}. Medians of {repeat} interleaved repetitions (the slow NumPy anchor: at most "
           "3, 5 s each); ratio = target or anchor time / numtk time.")
     print(f"  {'case':<58} {'numtk':>9} {'target/anchor':>22} {'ratio':>9}  note")
     print("  -- has_linear_resolution(G, n, field=..., method='reisner') --")
     for label, G, n, field, anchor in problems(quick):
-        calls = {"numtk": lambda G=G, n=n, f=field: has_linear_resolution(G, n, field=f, method="reisner")}
+        support = 0
+        for S in G:
+            support |= S
+        F = [support ^ S for S in G]
+        calls = {"numtk": lambda G=G, n=n, f=field: has_linear_resolution(G, n, field=f, method="reisner"),
+                 "python": lambda F=F, f=field: _cm_python(F, f)}
         if anchor:
             calls["numpy"] = lambda G=G, n=n: numpy_reisner(G, n)
-        T = interleaved(calls, {"numtk": repeat, "numpy": min(repeat, 3)}, min_time=0.02, max_single=5.0)
+        T = interleaved(calls, {"numtk": repeat, "python": min(repeat, 5), "numpy": min(repeat, 3)}, min_time=0.02,
+                        max_single=5.0)
         ans = T.results["numtk"]
         note = f"linear: {ans}"
         target = TARGETS["reisner"] if n <= 8 else None
@@ -161,6 +188,8 @@ def compare(quick: bool = False, options=None) -> None:
             _row(label, T.medians["numtk"], target, "target", note)
         else:
             _row(label, T.medians["numtk"], None, "", note + "; beyond the target's n = 8")
+        _row("  numtk's criterion in Python alone (the kernel's reference)", T.medians["numtk"], T.medians["python"],
+             "python", "same answer" if T.results["python"] == ans else "ANSWERS DIFFER")
         if anchor:
             agree = T.results["numpy"] == ans
             _row("  anchor: Reisner in NumPy (tuples, SVD ranks)", T.medians["numtk"], T.medians["numpy"], "numpy",

@@ -515,3 +515,18 @@ def test_compiled_kernel_refuses_bad_input():
         _algebra_ext.reisner_gf2_failures(np.array([1.5]), False)
     sig, ks = _algebra_ext.reisner_gf2_failures(np.zeros(0, dtype=np.uint64), False)
     assert sig.size == ks.size == 0
+
+
+def test_connectivity_shortcut_against_networkx():
+    from numtk.algebra._ideals import _connected
+
+    rng = np.random.default_rng(53)
+    seen = {True: 0, False: 0}
+    for _ in range(60):
+        n, d = int(rng.integers(6, 10)), int(rng.integers(2, 4))
+        G = random_generators(n, d, int(rng.integers(1, 16)), rng=rng)
+        H = nx.from_numpy_array(generator_graph(G).astype(int))
+        expect = nx.is_connected(H)
+        seen[expect] += 1
+        assert _connected(G, d) == expect
+    assert min(seen.values()) >= 10

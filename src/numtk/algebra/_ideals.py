@@ -169,6 +169,24 @@ def _neighbour_masks(G: list[int], d: int) -> list[int]:
     return [sum(weights[j] for j in np.flatnonzero(row).tolist()) for row in A]
 
 
+def _connected(G: list[int], d: int) -> bool:
+    """Whether the generator graph is connected (one breadth-first search)."""
+    if len(G) <= 1:
+        return True
+    adj = _neighbour_masks(G, d)
+    everyone = (1 << len(G)) - 1
+    seen = frontier = 1
+    while frontier:
+        nxt = 0
+        while frontier:
+            low = frontier & -frontier
+            nxt |= adj[low.bit_length() - 1]
+            frontier ^= low
+        frontier = nxt & ~seen
+        seen |= nxt
+    return seen == everyone
+
+
 def dual_graph_diameter(G: Sequence[int], d: int | None = None) -> int | float:
     """The diameter of the generator graph (breadth-first search from every generator).
 

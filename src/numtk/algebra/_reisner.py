@@ -7,7 +7,8 @@ the Hadamard bound B in absolute value, so once the product of the primes used e
 ranks is the rank over Q (no prime can divide the minor without all of them dividing it). The Reisner check
 first works over GF(2): by the universal coefficient theorem ``dim H_i(K; Q) <= dim H_i(K; GF(2))`` in every
 degree, so homology that vanishes over GF(2) vanishes over Q, and exact rational ranks are needed only where
-GF(2) homology survives.
+GF(2) homology survives. The GF(2) pass of Reisner's criterion over every link is compiled
+(``native/include/numtk/algebra/reisner.hpp``); ``_cm_python`` is the same criterion in Python, its reference.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 
 from numtk._lib._validation import check_option
 from numtk.algebra import _algebra_ext
-from numtk.algebra._ideals import _lq_failure, dual_graph_diameter
+from numtk.algebra._ideals import _connected, _lq_failure
 from numtk.algebra._validation import as_masks, check_degree, check_field, check_n
 
 __all__ = ["reduced_betti_numbers", "is_cohen_macaulay", "dual_complex_facets", "has_linear_resolution"]
@@ -128,6 +129,9 @@ def rank_q(M: np.ndarray, lower: int = 0) -> int:
 # ------------------------------------------------------------------------------------------------------------
 # complexes
 # ------------------------------------------------------------------------------------------------------------
+#: method='auto' tries the given order's linear quotients (O(m^2) in Python) up to this many generators
+_LQ_SHORTCUT = 128
+
 #: the most faces the homology routines enumerate (a Python set of ints: about 100 MB)
 MAX_FACES = 2**20
 
@@ -414,8 +418,8 @@ def has_linear_resolution(G: Sequence[int], n: int, *, field: str = "Q", d: int 
         The degree; inferred from the generators when None.
     method : {'auto', 'reisner'}, optional
         ``'auto'`` answers False at once when the generator graph is disconnected (a Cohen-Macaulay complex is
-        strongly connected) and True at once when ``G`` in the given order has linear quotients (these imply
-        a linear resolution over every field), and runs Reisner's criterion otherwise; ``'reisner'`` always
+        strongly connected) and True at once when ``G`` (at most 128 generators) in the given order has linear
+        quotients (these imply a linear resolution over every field), and runs Reisner's criterion otherwise; ``'reisner'`` always
         runs Reisner's criterion. Both give the same answer.
 
     Returns
@@ -444,10 +448,10 @@ def has_linear_resolution(G: Sequence[int], n: int, *, field: str = "Q", d: int 
     if len(G) <= 1:
         return True
     if method == "auto":
-        if _lq_failure(G) < 0:
-            return True
-        if math.isinf(dual_graph_diameter(G, d)):
+        if not _connected(G, d):
             return False
+        if len(G) <= _LQ_SHORTCUT and _lq_failure(G) < 0:
+            return True
     # Variables in no generator make the dual complex a cone over the one on the support (a cone is
     # Cohen-Macaulay exactly when its base is): the support's complement suffices, whatever n is.
     support = 0
