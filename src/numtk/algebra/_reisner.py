@@ -129,8 +129,10 @@ def rank_q(M: np.ndarray, lower: int = 0) -> int:
 # ------------------------------------------------------------------------------------------------------------
 # complexes
 # ------------------------------------------------------------------------------------------------------------
-#: method='auto' tries the given order's linear quotients (O(m^2) in Python) up to this many generators
+#: method='auto' tries the given order's linear quotients (O(m^2) in Python) up to this many generators, and
+#: only when the dual complex may have more faces than this (below, the compiled criterion is as fast)
 _LQ_SHORTCUT = 128
+_LQ_FACES = 4096
 
 #: the most faces the homology routines enumerate (a Python set of ints: about 100 MB)
 MAX_FACES = 2**20
@@ -295,8 +297,12 @@ def _cm(F: list[int], field: str) -> bool:
     sigmas, ks = _algebra_ext.reisner_gf2_failures(np.asarray(F, dtype=np.uint64), field == "GF2")
     if field == "GF2" or not sigmas.size:
         return not sigmas.size
+    if ks[0] == 1:  # reduced H_0 (components - 1) is free: the same over every field
+        return False
     by_size = _levels(_all_faces(F))
     for sigma, k in zip(sigmas.tolist(), ks.tolist()):
+        if k == 1:
+            return False
         s = sigma.bit_count()
         R = _Ranks([[f ^ sigma for f in lv if f & sigma == sigma] for lv in by_size[s:]])
         if R.betti(k, "Q"):
@@ -418,8 +424,9 @@ def has_linear_resolution(G: Sequence[int], n: int, *, field: str = "Q", d: int 
         The degree; inferred from the generators when None.
     method : {'auto', 'reisner'}, optional
         ``'auto'`` answers False at once when the generator graph is disconnected (a Cohen-Macaulay complex is
-        strongly connected) and True at once when ``G`` (at most 128 generators) in the given order has linear
-        quotients (these imply a linear resolution over every field), and runs Reisner's criterion otherwise; ``'reisner'`` always
+        strongly connected) and, when the dual complex may have more than 4096 faces, True at once when ``G``
+        (at most 128 generators) in the given order has linear quotients (these imply a linear resolution over
+        every field); otherwise it runs Reisner's criterion; ``'reisner'`` always
         runs Reisner's criterion. Both give the same answer.
 
     Returns
@@ -447,16 +454,15 @@ def has_linear_resolution(G: Sequence[int], n: int, *, field: str = "Q", d: int 
         raise ValueError(f"`d` must be at most `n` = {n}; got d = {d}")
     if len(G) <= 1:
         return True
-    if method == "auto":
-        if not _connected(G, d):
-            return False
-        if len(G) <= _LQ_SHORTCUT and _lq_failure(G) < 0:
-            return True
+    if method == "auto" and not _connected(G, d):
+        return False
     # Variables in no generator make the dual complex a cone over the one on the support (a cone is
     # Cohen-Macaulay exactly when its base is): the support's complement suffices, whatever n is.
     support = 0
     for S in G:
         support |= S
     F = [support ^ S for S in G]
+    if method == "auto" and len(G) <= _LQ_SHORTCUT and _face_bound(F) > _LQ_FACES and _lq_failure(G) < 0:
+        return True
     _check_faces(F, "G", f"the Alexander dual complex on the {support.bit_count()} variables the generators use")
     return _cm(F, field)
