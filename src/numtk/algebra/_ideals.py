@@ -164,9 +164,8 @@ def _neighbour_masks(G: list[int], d: int) -> list[int]:
     """Adjacency of the generator graph as one int bitmask of neighbours per generator."""
     if not G:
         return []
-    A = generator_graph(G, d)
-    weights = [1 << j for j in range(len(G))]
-    return [sum(weights[j] for j in np.flatnonzero(row).tolist()) for row in A]
+    packed = np.packbits(generator_graph(G, d), axis=1, bitorder="little")  # bit j of row i: i ~ j
+    return [int.from_bytes(row.tobytes(), "little") for row in packed]
 
 
 def _connected(G: list[int], d: int) -> bool:
