@@ -413,6 +413,10 @@ def test_too_many_faces_is_refused():
         reduced_betti_numbers([(1 << 30) - 1])
     with pytest.raises(ValueError, match="`facets`.*faces"):
         is_cohen_macaulay([(1 << 30) - 1])
+    # the budget is 2**16 faces: a 17-vertex simplex is refused, a 10-vertex one (a cone: CM) is fine
+    with pytest.raises(ValueError, match="`facets`.*faces"):
+        is_cohen_macaulay([(1 << 17) - 1])
+    assert is_cohen_macaulay([(1 << 10) - 1]) and reduced_betti_numbers([(1 << 10) - 1]).tolist() == [0] * 10
 
 
 def _permute(G, perm):
@@ -509,6 +513,8 @@ def test_compiled_kernel_refuses_bad_input():
         _algebra_ext.reisner_gf2_failures(np.array([1 << 63], dtype=np.uint64), False)
     with pytest.raises(ValueError, match="`facets`"):
         _algebra_ext.reisner_gf2_failures(np.array([(1 << 40) - 1], dtype=np.uint64), False)  # 2**40 faces
+    with pytest.raises(ValueError, match="`facets`"):
+        _algebra_ext.reisner_gf2_failures(np.array([(1 << 17) - 1], dtype=np.uint64), False)  # > 2**16 faces
     with pytest.raises(ValueError, match="`facets`"):
         _algebra_ext.reisner_gf2_failures(np.zeros((2, 2), dtype=np.uint64), False)
     with pytest.raises(TypeError):

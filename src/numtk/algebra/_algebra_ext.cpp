@@ -24,14 +24,13 @@ py::tuple reisner_gf2_failures(const carray<std::uint64_t>& facets, bool first_o
     need(facets.ndim() == 1, "`facets` must be 1-D");
     const auto m = static_cast<std::size_t>(facets.shape(0));
     std::vector<std::uint64_t> F(facets.data(), facets.data() + m);
-    std::uint64_t bound = 0;
     for (std::size_t i = 0; i < m; ++i) {
         need(F[i] >> 62 == 0, "`facets` must be subsets of [62]");
         need(numtk::algebra::popcount64(F[i]) == numtk::algebra::popcount64(F[0]),
              "`facets` must all have the same number of vertices (a pure complex)");
-        bound += std::uint64_t(1) << numtk::algebra::popcount64(F[i]);
-        need(bound <= numtk::algebra::kMaxFaces, "`facets`: the complex has too many faces (more than 2**22)");
     }
+    need(numtk::algebra::face_bound(F) <= numtk::algebra::kMaxFaces,
+         "`facets`: the complex may have more than 2**16 faces, more than the kernel enumerates");
     std::vector<numtk::algebra::Failure> fails;
     {
         py::gil_scoped_release release;

@@ -134,8 +134,9 @@ def rank_q(M: np.ndarray, lower: int = 0) -> int:
 _LQ_SHORTCUT = 128
 _LQ_FACES = 4096
 
-#: the most faces the homology routines enumerate (a Python set of ints: about 100 MB)
-MAX_FACES = 2**20
+#: the most faces the homology routines enumerate: 2**16, every face of a 16-vertex simplex (the compiled kernel's
+#: dense GF(2) elimination then needs at most C(16, 8) x C(16, 7) bits, about 20 MB)
+MAX_FACES = 2**16
 
 
 def _face_bound(F: Sequence[int]) -> int:
@@ -149,8 +150,8 @@ def _face_bound(F: Sequence[int]) -> int:
 def _check_faces(F: Sequence[int], name: str, what: str) -> None:
     bound = _face_bound(F)
     if bound > MAX_FACES:
-        raise ValueError(f"`{name}`: {what} has up to {bound} faces, more than the {MAX_FACES} the exact homology "
-                         "computation enumerates (it is practical up to about 2**14 faces)")
+        raise ValueError(f"`{name}`: {what} has up to {bound} faces, more than the {MAX_FACES} (2**16) the exact "
+                         "homology computation enumerates")
 
 
 def _all_faces(facets: Sequence[int]) -> set[int]:
@@ -409,7 +410,7 @@ def has_linear_resolution(G: Sequence[int], n: int, *, field: str = "Q", d: int 
     algebraic Hirsch conjecture must name it. Variables that no generator uses only cone the dual complex, so
     the check runs on the support of ``G``. The cost grows with the number of faces, at most ``2**k`` for the
     k variables used: milliseconds for k <= 8, about a second at k = 12; a ValueError names ``G`` beyond
-    ``2**20`` faces.
+    ``2**16`` faces.
 
     Parameters
     ----------
