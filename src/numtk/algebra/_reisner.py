@@ -409,8 +409,8 @@ def has_linear_resolution(G: Sequence[int], n: int, *, field: str = "Q", d: int 
     Reisner's criterion (:func:`is_cohen_macaulay`). The answer can depend on the field; a claim about the
     algebraic Hirsch conjecture must name it. Variables that no generator uses only cone the dual complex, so
     the check runs on the support of ``G``. The cost grows with the number of faces, at most ``2**k`` for the
-    k variables used: milliseconds for k <= 8, about a second at k = 12; a ValueError names ``G`` beyond
-    ``2**16`` faces.
+    k variables used: below a millisecond for k <= 8, tens of milliseconds at k = 12; a ValueError names
+    ``G`` beyond ``2**16`` faces.
 
     Parameters
     ----------
