@@ -85,12 +85,16 @@ class RolloutEnv:
     """
 
     def __init__(self, game: Any) -> None:
-        from numtk.games._matrix_games import MatrixGame
-        from numtk.games._model import model_of
+        from numtk.games import MatrixGame
 
-        model_of(game)  # checks the game (a TypeError/ValueError naming `game`)
-        self.game = game
         self.matrix = isinstance(game, MatrixGame)
+        if not self.matrix and not all(hasattr(game, a) for a in ("sequence_form", "policy_to_sequence",
+                                                                    "check_policy", "legal_mask")):
+            raise TypeError(f"`game` must be a MatrixGame or an extensive-form game of numtk.games (KuhnPoker(), "
+                            f"LeducPoker(), Goofspiel(n)); got {type(game).__name__}")
+        if not (getattr(game, "is_zero_sum", False) or getattr(game, "is_constant_sum", False)):
+            raise ValueError("`game` must be zero-sum (or constant-sum)")
+        self.game = game
         if self.matrix:
             if not game.is_symmetric:
                 raise ValueError("`game`: a matrix game must be symmetric (members play both seats)")
