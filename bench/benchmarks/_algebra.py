@@ -30,7 +30,8 @@ import numpy as np
 
 from benchmarks._timing import interleaved
 
-__all__ = ["compare", "problems", "grown_linear", "numpy_reisner", "colon_ideal_lq", "networkx_diameter", "TARGETS", "RP2"]
+__all__ = ["compare", "problems", "grown_linear", "numpy_reisner", "colon_ideal_lq", "networkx_diameter", "TARGETS",
+           "RP2"]
 
 #: deep.md section 4, seconds on one core
 TARGETS = {"reisner": 0.05, "lq": 1e-3}
@@ -165,7 +166,8 @@ def compare(quick: bool = False, options=None) -> None:
         repeat = min(options.repeat, repeat)
     print("== algebra ==")
     print(f"Targets: deep.md section 4 (Reisner check <= 50 ms at n = 8, linear quotients <= 1 ms at m <= 50), one "
-          f"core (numtk.algebra is single-threaded: Python around a compiled GF(2) kernel). Here: {os.cpu_count()} cores, load average "
+          f"core (numtk.algebra is single-threaded: Python around a compiled GF(2) kernel). Here: {os.cpu_count()} "
+          "cores, load average "
           f"{os.getloadavg()[0]:.1f}. Medians of {repeat} interleaved repetitions (the slow NumPy anchor: at most "
           "3, 5 s each); ratio = target or anchor time / numtk time.")
     print(f"  {'case':<58} {'numtk':>9} {'target/anchor':>22} {'ratio':>9}  note")

@@ -153,8 +153,8 @@ inline std::vector<Failure> reisner_gf2_failures(const std::vector<std::uint64_t
                 auto& v = rank[static_cast<std::size_t>(k)];
                 if (v < 0) {
                     const auto& up = link[static_cast<std::size_t>(k)];
-                    v = k == 1 ? (up.empty() ? 0 : 1)
-                               : static_cast<std::int64_t>(boundary_rank_gf2(up, link[static_cast<std::size_t>(k) - 1]));
+                    const auto& down = link[static_cast<std::size_t>(k) - 1];
+                    v = k == 1 ? (up.empty() ? 0 : 1) : static_cast<std::int64_t>(boundary_rank_gf2(up, down));
                 }
                 return v;
             };
