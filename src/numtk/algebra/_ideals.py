@@ -9,8 +9,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from numtk._lib._constraints import constraints
 from numtk._lib._validation import check_int
-from numtk.algebra._validation import MAX_N, as_masks, check_degree, check_n
+from numtk.algebra._validation import MAX_N, as_generators, as_masks, check_n
 
 __all__ = ["subsets_to_masks", "masks_to_subsets", "squarefree_veronese", "generator_graph", "dual_graph_diameter",
            "has_linear_quotients", "linear_quotient_order"]
@@ -26,6 +27,7 @@ def _check_d(d: Any, n: int) -> int:
 # ------------------------------------------------------------------------------------------------------------
 # encodings
 # ------------------------------------------------------------------------------------------------------------
+@constraints(subsets="array2d", n="int>=1")
 def subsets_to_masks(subsets: Any, n: int | None = None) -> list[int]:
     """Subsets of [n] = {0, ..., n-1}, given as collections of ints, as int bitmasks.
 
@@ -71,6 +73,7 @@ def subsets_to_masks(subsets: Any, n: int | None = None) -> list[int]:
     return out
 
 
+@constraints(G="array1d")
 def masks_to_subsets(G: Any) -> list[tuple[int, ...]]:
     """Int bitmasks as sorted tuples of their elements.
 
@@ -93,6 +96,7 @@ def masks_to_subsets(G: Any) -> list[tuple[int, ...]]:
     return [tuple(i for i in range(x.bit_length()) if x >> i & 1) for x in as_masks(G, distinct=False)]
 
 
+@constraints(n="int>=1", d="int>=1")
 def squarefree_veronese(n: int, d: int) -> list[int]:
     """All d-subsets of [n]: the generators of the squarefree Veronese ideal I_{n,d}.
 
@@ -128,6 +132,7 @@ def squarefree_veronese(n: int, d: int) -> list[int]:
 # ------------------------------------------------------------------------------------------------------------
 # the generator graph
 # ------------------------------------------------------------------------------------------------------------
+@constraints(G="array1d", d="int>=1")
 def generator_graph(G: Sequence[int], d: int | None = None) -> np.ndarray:
     """The generator (dual) graph of a squarefree monomial ideal generated in degree d.
 
@@ -154,8 +159,7 @@ def generator_graph(G: Sequence[int], d: int | None = None) -> np.ndarray:
            [1, 0, 1],
            [0, 1, 0]])
     """
-    G = as_masks(G)
-    d = check_degree(G, d)
+    G, d = as_generators(G, d)
     a = np.asarray(G, dtype=np.uint64)
     return np.bitwise_count(a[:, None] & a[None, :]) == d - 1
 
@@ -186,6 +190,7 @@ def _connected(G: list[int], d: int) -> bool:
     return seen == everyone
 
 
+@constraints(G="array1d", d="int>=1")
 def dual_graph_diameter(G: Sequence[int], d: int | None = None) -> int | float:
     """The diameter of the generator graph (breadth-first search from every generator).
 
@@ -213,8 +218,7 @@ def dual_graph_diameter(G: Sequence[int], d: int | None = None) -> int | float:
     >>> dual_graph_diameter([0b0011, 0b1100])
     inf
     """
-    G = as_masks(G)
-    d = check_degree(G, d)
+    G, d = as_generators(G, d)
     m = len(G)
     if m <= 1:
         return 0
@@ -268,6 +272,7 @@ def _lq_failure(G: list[int]) -> int:
     return -1
 
 
+@constraints(G_ordered="array1d", d="int>=1")
 def has_linear_quotients(G_ordered: Sequence[int], d: int | None = None) -> bool:
     """Whether the generators, in the given order, have linear quotients.
 
@@ -297,11 +302,11 @@ def has_linear_quotients(G_ordered: Sequence[int], d: int | None = None) -> bool
     >>> has_linear_quotients(subsets_to_masks([(0, 1), (2, 3), (1, 2)]))
     False
     """
-    G = as_masks(G_ordered, "G_ordered")
-    check_degree(G, d, "G_ordered")
+    G, _ = as_generators(G_ordered, d, "G_ordered")
     return _lq_failure(G) < 0
 
 
+@constraints(G="array1d", d="int>=1", max_starts="cap")
 def linear_quotient_order(G: Sequence[int], d: int | None = None, *, max_starts: int | None = None) -> list[int] | None:
     """A heuristic search for an order of the generators with linear quotients.
 
@@ -331,8 +336,7 @@ def linear_quotient_order(G: Sequence[int], d: int | None = None, *, max_starts:
     >>> masks_to_subsets(order)
     [(0, 1), (1, 2), (2, 3)]
     """
-    G = as_masks(G)
-    check_degree(G, d)
+    G, _ = as_generators(G, d)
     m = len(G)
     if max_starts is not None:
         max_starts = check_int(max_starts, "max_starts", minimum=1)

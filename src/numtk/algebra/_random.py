@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from numtk._lib._constraints import constraints
 from numtk._lib import normalize_rng
 from numtk._lib._validation import check_bool, check_int
 from numtk.algebra._ideals import _check_d, squarefree_veronese
@@ -19,6 +20,7 @@ __all__ = ["random_generators"]
 # ------------------------------------------------------------------------------------------------------------
 # random generator sets
 # ------------------------------------------------------------------------------------------------------------
+@constraints(n="int>=1", d="int>=1", m="count", linear="bool", field="option", rng="rng", max_tries="cap")
 def random_generators(n: int, d: int, m: int, *, linear: bool = False, field: str = "Q", rng: Any = None,
                       max_tries: int = 10_000) -> list[int]:
     """m distinct random d-subsets of [n], uniformly among all such sets; optionally only linear ones.

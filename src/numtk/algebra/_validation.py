@@ -9,7 +9,7 @@ import numpy as np
 
 from numtk._lib._validation import check_int, check_option
 
-__all__ = ["MAX_N", "FIELDS", "check_n", "check_field", "as_masks", "popcount", "check_degree"]
+__all__ = ["MAX_N", "FIELDS", "check_n", "check_field", "as_masks", "popcount", "check_degree", "as_generators"]
 
 #: subsets are Python ints with one bit per element of [n]; 62 keeps them within a signed int64
 MAX_N = 62
@@ -87,6 +87,13 @@ def check_degree(G: list[int], d: Any, name: str = "G") -> int:
     if bad is not None:
         raise ValueError(f"`d` = {d} but `{name}` holds {_fmt(bad)} with {popcount(bad)} elements")
     return d
+
+
+def as_generators(G: Any, d: Any, name: str = "G", *, n: int | None = None) -> tuple[list[int], int]:
+    """The generators of an equigenerated squarefree ideal: ``G`` as distinct int bitmasks (inside [n] when
+    ``n`` is given) and their common degree ``d`` (checked when given, inferred when None)."""
+    G = as_masks(G, name, n=n)
+    return G, check_degree(G, d, name)
 
 
 def _fmt(x: int) -> str:
