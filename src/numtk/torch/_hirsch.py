@@ -895,6 +895,20 @@ def _check_train(steps, batch_episodes, rng):
                                                                   else int(rng.integers(0, 2**62)))
 
 
+def _training_setup(env, d, steps, batch_episodes, rng, lr, reward, max_steps=None):
+    """The shared checks of the agents' ``train``: the environment (made from n and d when needed) and
+    ``batch_episodes`` copies of it sharing one cache, the step budget, the generators and the learning rate."""
+    check_option(reward, "reward", REWARDS)
+    env = _env_from(env, d, reward=reward, max_steps=max_steps)
+    steps, K, np_rng, gen = _check_train(steps, batch_episodes, rng)
+    lr = check_real(lr, "lr", low=0.0, high=1.0, low_open=True)
+    envs = [env] + [HirschEnv(env.n, env.d, max_steps=env.max_steps, field=env.field, reward=env.reward_mode,
+                              step_cost=env.step_cost) for _ in range(K - 1)]
+    for e in envs[1:]:            # one cache for all copies
+        e._diam_cache, e._lin_cache = env._diam_cache, env._lin_cache
+    return env, envs, steps, K, np_rng, gen, lr
+
+
 # --------------------------------------------------------------------------------------------------
 # the options agent
 # --------------------------------------------------------------------------------------------------
@@ -1132,15 +1146,8 @@ class OptionsAgent:
             linear ideals of diameter >= d so far); per update it has ``mean_return``, ``mean_spine`` and
             ``high_level_probs`` (over ``spine_lengths``).
         """
-        check_option(reward, "reward", REWARDS)
-        env = _env_from(env, d, reward=reward)
-        steps, K, np_rng, gen = _check_train(steps, batch_episodes, rng)
-        lr = check_real(lr, "lr", low=0.0, high=1.0, low_open=True)
+        env, envs, steps, K, np_rng, gen, lr = _training_setup(env, d, steps, batch_episodes, rng, lr, reward)
         high_lr = check_real(high_lr, "high_lr", low=0.0, high=10.0, low_open=True)
-        envs = [env] + [HirschEnv(env.n, env.d, max_steps=env.max_steps, field=env.field, reward=env.reward_mode,
-                                  step_cost=env.step_cost) for _ in range(K - 1)]
-        for e in envs[1:]:            # one cache for all copies
-            e._diam_cache, e._lin_cache = env._diam_cache, env._lin_cache
         shared = self.spine_policy is self.complete_policy
         ppo_s = _PPO(self.spine_policy, lr=lr)
         ppo_c = ppo_s if shared else _PPO(self.complete_policy, lr=lr)
@@ -1235,15 +1242,9 @@ class FlatAgent:
         Result
             As :meth:`OptionsAgent.train` (``history`` without the high-level entries).
         """
-        check_option(reward, "reward", REWARDS)
         max_steps = check_int(max_steps, "max_steps", minimum=1, maximum=10**6)
-        env = _env_from(env, d, reward=reward, max_steps=max_steps)
-        steps, K, np_rng, gen = _check_train(steps, batch_episodes, rng)
-        lr = check_real(lr, "lr", low=0.0, high=1.0, low_open=True)
-        envs = [env] + [HirschEnv(env.n, env.d, max_steps=env.max_steps, field=env.field, reward=env.reward_mode,
-                                  step_cost=env.step_cost) for _ in range(K - 1)]
-        for e in envs[1:]:
-            e._diam_cache, e._lin_cache = env._diam_cache, env._lin_cache
+        env, envs, steps, K, np_rng, gen, lr = _training_setup(env, d, steps, batch_episodes, rng, lr, reward,
+                                                               max_steps)
         ppo = _PPO(self.policy, lr=lr)
         tracker = _Tracker(env.d)
         rets = []
