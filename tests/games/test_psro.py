@@ -109,6 +109,18 @@ def test_callable_oracle_and_meta_solver(kuhn):
     np.testing.assert_allclose(mine.history["pe"], uniform.history["pe"], atol=1e-12)
 
 
+def test_a_callable_oracle_that_finds_nothing_new_certifies_nothing(kuhn):
+    """An oracle that only returns a member already present stops the run without claiming an equilibrium: the
+    exact PE of the one-policy population is positive, and the exact oracle's run from it goes on."""
+    def stale(game, population, targets, *, rng):
+        return [population[0].copy() for _ in targets]
+
+    res = psro(kuhn, iterations=10, oracle=stale, rng=0)
+    assert (res.status, res.success, res.n_iter) == ("no_new_response", False, 1)
+    assert res.history["pe"][-1] > 0.1
+    assert psro(kuhn, iterations=1, rng=0).history["n_added"][-1] == 1
+
+
 def test_callback_stops_and_progress(kuhn):
     seen = []
 

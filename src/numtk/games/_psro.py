@@ -280,7 +280,9 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
             True when ``status`` is ``'equilibrium'``.
         status : str
             ``'equilibrium'`` (the PE reached ``options['tol']``, or no new best response
-            exists: the span of the population holds an equilibrium), ``'max_iterations'``
+            exists: the span of the population holds an equilibrium; with the exact oracle only),
+            ``'no_new_response'`` (a callable oracle returned only policies already in the population
+            while the PE is above tol: an approximate oracle certifies nothing), ``'max_iterations'``
             (``iterations`` spent), ``'max_policies'`` (``options['max_policies']`` reached) or
             ``'callback'`` (stopped by the callback); ``'running'`` in the callback's
             intermediate results.
@@ -448,8 +450,14 @@ def psro(game: Any, *, variant: str = "psro", meta_solver: Any = "nash", oracle:
             it += 1
             bar.update(1)
             if n_added == 0:
-                # Nothing new: BR(restricted Nash) is in the population, so its Nash is an equilibrium.
-                status, message = "equilibrium", "no new best response: the restricted Nash is an equilibrium"
+                if oracle == "exact":
+                    # Nothing new: BR(restricted Nash) is in the population, so its Nash is an equilibrium.
+                    status, message = "equilibrium", "no new best response: the restricted Nash is an equilibrium"
+                else:
+                    # An approximate (e.g. RL) oracle that finds nothing new certifies nothing: the PE above
+                    # tol says the population is still exploitable.
+                    status, message = ("no_new_response", "the oracle returned no new policy; with an approximate "
+                                       "oracle this is not an equilibrium certificate (see history['pe'])")
                 break
     except StopIteration:
         status, message = "callback", "stopped by the callback"
