@@ -97,8 +97,14 @@ def _check_count(workers: Any, name: str) -> int:
     return workers
 
 
-def n_threads(workers: Any = 1, *, name: str = "workers") -> int:
+def n_threads(workers: Any = 1, *, name: str = "workers", work: float | None = None,
+              grain: float | None = None) -> int:
     """The thread count for a compiled kernel: ``workers`` as an int, ``-1`` meaning all cores.
+
+    With ``work`` (the problem's size in the kernel's own unit: elements, pairs, rows x columns) and
+    ``grain`` (the kernel's measured crossover: the work below which a second thread costs more than it
+    saves), at most ``max(1, work // grain)`` threads are used, so ``workers=-1`` never slows a small call
+    down. ``workers`` is validated either way.
 
     A map-like callable cannot drive threads inside one compiled call, so it is refused here with a
     TypeError that says so; functions that can split work across calls use :func:`as_map`.
@@ -106,7 +112,10 @@ def n_threads(workers: Any = 1, *, name: str = "workers") -> int:
     if callable(workers):
         raise TypeError(f"`{name}` must be an int here (the number of native threads); a map-like "
                         "callable only applies where the work splits into independent tasks")
-    return _check_count(workers, name)
+    threads = _check_count(workers, name)
+    if work is not None and grain is not None and threads > 1:
+        threads = max(1, min(threads, int(work // grain)))
+    return threads
 
 
 class MapWrapper:
