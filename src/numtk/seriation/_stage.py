@@ -63,6 +63,10 @@ _AUTO_NOISE_MARGIN = 2.0  # ... keeping directions whose variance exceeds 2x the
 # underflow (exp(-(7 h / h)^2) ~ 1e-22) and make the system too ill-conditioned for any iterative solve, while
 # weights this small change the embedding of the other points by about this fraction only.
 _WEIGHT_FLOOR = 1e-6
+# Aggregates of the two-level preconditioner grow along strong edges only: w_ij >= 0.25 max(max_k w_ik, max_k w_jk)
+# (see _seriation_ext.cpp, strong_aggregate). Measured CG iterations at tol 1e-8, n = 1e5, d = 100, noise 0.05:
+# spiral 1294 with every edge, 87 / 74 / 59 at 0.05 / 0.1 / 0.25; helix 53 with every edge, 47 at 0.1.
+_STRONG_EDGE = 0.25
 _THREADED_ROWS = 50_000  # below this many nodes the solver kernels run on one thread (spawn costs dominate)
 _MAX_ITER = C_INT_MAX  # iteration counts are C ints in the compiled kernels
 
@@ -379,7 +383,7 @@ def _coarse_grid(indptr, indices, w, rows):
     from numtk.seriation import _seriation_ext as ext
 
     dtype = indptr.dtype
-    agg, n_agg = ext.aggregate(indptr, indices, w)
+    agg, n_agg = ext.aggregate(indptr, indices, w, _STRONG_EDGE)
     Wc = sp.csr_matrix((w, (agg[rows], agg[indices])), shape=(n_agg, n_agg))  # sums the duplicates
     Wc.setdiag(0.0)
     Wc.eliminate_zeros()
