@@ -113,9 +113,29 @@ def n_threads(workers: Any = 1, *, name: str = "workers", work: float | None = N
         raise TypeError(f"`{name}` must be an int here (the number of native threads); a map-like "
                         "callable only applies where the work splits into independent tasks")
     threads = _check_count(workers, name)
-    if work is not None and grain is not None and threads > 1:
+    if work is not None and grain is not None and threads > 1 and not _UNCAPPED:
+        if not grain > 0:
+            raise ValueError(f"a kernel's grain must be positive; got {grain}")
         threads = max(1, min(threads, int(work // grain)))
     return threads
+
+
+_UNCAPPED: list = []
+
+
+class uncapped:
+    """A context in which :func:`n_threads` ignores ``work`` and ``grain`` (the count asked for is used).
+
+    For benchmarks that measure a kernel's crossover (the threaded path below its grain); not thread-safe:
+    it changes a module-level switch for every caller while it is open.
+    """
+
+    def __enter__(self) -> "uncapped":
+        _UNCAPPED.append(True)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _UNCAPPED.pop()
 
 
 class MapWrapper:
