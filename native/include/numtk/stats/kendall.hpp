@@ -13,8 +13,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -40,6 +46,80 @@ class Buffer {
     std::unique_ptr<T[]> data_;
     std::size_t size_ = 0;
 };
+
+// ---------------------------------------------------------------------------------------------------
+// Fork-join over tasks that threads claim one at a time (an atomic counter), the calling thread
+// claiming too. On a machine whose cores are busy with other processes, a thread that has been started
+// may wait milliseconds (a scheduler tick) before it runs; with a static split the caller would then
+// wait for it idle, and a threaded call could take several times the one-thread time. Here the caller
+// keeps taking tasks, so a late helper finds none left and the call costs about the one-thread time; the
+// caller waits only for tasks a helper has claimed. Helpers are detached and hold the shared state, so
+// one that starts after the call has returned touches nothing of it but the counter. A helper that
+// cannot be started (std::system_error) makes the call throw std::runtime_error, as parallel_for_chunks.
+
+namespace detail {
+
+struct TaskState {
+    std::atomic<std::size_t> next{0};
+    std::atomic<std::size_t> done{0};
+    std::size_t n = 0;
+    void (*call)(void*, std::size_t) = nullptr;
+    void* fn = nullptr;  // valid while done < n (the caller is waiting)
+    std::mutex mutex;
+    std::exception_ptr error;
+};
+
+inline void run_claimed(TaskState& s) noexcept {
+    for (std::size_t i; (i = s.next.fetch_add(1, std::memory_order_relaxed)) < s.n;) {
+        try {
+            s.call(s.fn, i);
+        } catch (...) {
+            std::lock_guard<std::mutex> lock(s.mutex);
+            if (!s.error) s.error = std::current_exception();
+        }
+        s.done.fetch_add(1, std::memory_order_acq_rel);
+    }
+}
+
+}  // namespace detail
+
+// Runs f(i) for every i in [0, ntasks) on up to `threads` threads (the caller included).
+template <class F>
+void run_tasks(std::size_t ntasks, int threads, F&& f) {
+    using Fn = std::remove_reference_t<F>;
+    if (ntasks == 0) return;
+    const std::size_t helpers = std::min(std::size_t(std::max(threads, 1) - 1), ntasks - 1);
+    if (helpers == 0) {
+        for (std::size_t i = 0; i < ntasks; ++i) f(i);
+        return;
+    }
+    auto state = std::make_shared<detail::TaskState>();
+    state->n = ntasks;
+    state->fn = const_cast<void*>(static_cast<const void*>(std::addressof(f)));
+    state->call = [](void* fn, std::size_t i) { (*static_cast<Fn*>(fn))(i); };
+    for (std::size_t h = 0; h < helpers; ++h) {
+        try {
+            std::thread([state] { detail::run_claimed(*state); }).detach();
+        } catch (const std::system_error& e) {
+            // Out of threads: as parallel_for_chunks, refuse (the caller asked for more than the process
+            // can start). No task is started from here on; the ones already claimed are waited for.
+            const std::size_t claimed = std::min(state->next.exchange(ntasks), ntasks);
+            while (state->done.load(std::memory_order_acquire) < claimed) std::this_thread::yield();
+            throw std::runtime_error("could not start thread " + std::to_string(h + 2) + " of " +
+                                     std::to_string(helpers + 1) + " (" + e.what() + "); pass fewer `workers`");
+        }
+    }
+    detail::run_claimed(*state);
+    while (state->done.load(std::memory_order_acquire) < ntasks) std::this_thread::yield();
+    if (state->error) std::rethrow_exception(state->error);
+}
+
+// Runs f(lo, hi) over [0, n) cut into chunks of `chunk` elements, on up to `threads` threads.
+template <class F>
+void run_chunks(std::size_t n, std::size_t chunk, int threads, F&& f) {
+    const std::size_t tasks = (n + chunk - 1) / chunk;
+    run_tasks(tasks, threads, [&](std::size_t c) { f(c * chunk, std::min(n, (c + 1) * chunk)); });
+}
 
 // ---------------------------------------------------------------------------------------------------
 // Order-preserving unsigned keys: a < b (as numbers) iff key(a) < key(b), a == b iff key(a) == key(b).
@@ -86,6 +166,7 @@ constexpr std::size_t kBuckets = std::size_t(1) << kDigitBits;
 constexpr int kMaxDigitBits = 10;                            // serial levels: adaptive width up to this
 constexpr std::size_t kMaxBuckets = std::size_t(1) << kMaxDigitBits;
 constexpr std::size_t kParallelMin = std::size_t(1) << 16;  // below this, threads cost more than they save
+constexpr std::size_t kChunk = std::size_t(1) << 15;        // elements per task of the threaded passes
 constexpr std::size_t kCacheRange = std::size_t(1) << 14;   // merge sort: blocks sorted in cache first
 constexpr std::size_t kSmallRange = 48;                      // radix: insertion sort below this
 
@@ -168,51 +249,50 @@ void radix_sort_pairs(K* keys, P* payload, K* keys_tmp, P* payload_tmp, std::siz
         radix_range(keys, payload, keys_tmp, payload_tmp, n, kBits);
         return;
     }
-    // Threaded top level: the MSD pass with per-thread histograms, then buckets shared out.
-    const std::size_t T = std::size_t(threads);
-    std::vector<K> diffs(T, 0);
+    // Threaded top level: the MSD pass with per-chunk histograms (chunks claimed by the threads; the
+    // scatter stays stable because each chunk writes after the chunks before it), then buckets shared out.
+    const std::size_t C = (n + kChunk - 1) / kChunk;
+    std::vector<K> diffs(C, 0);
     const K k0 = keys[0];
-    parallel_for_chunks(n, threads, [&](int t, std::size_t lo, std::size_t hi) {
+    run_chunks(n, kChunk, threads, [&](std::size_t lo, std::size_t hi) {
         K d = 0;
         for (std::size_t i = lo; i < hi; ++i) d |= keys[i] ^ k0;
-        diffs[std::size_t(t)] = d;
+        diffs[lo / kChunk] = d;
     });
     K diff = 0;
     for (K d : diffs) diff |= d;
     if (diff == 0) return;
     const int shift = std::max(0, highest_bit(diff) + 1 - kDigitBits);
-    std::vector<std::size_t> hist(T * kBuckets, 0);
-    parallel_for_chunks(n, threads, [&](int t, std::size_t lo, std::size_t hi) {
-        std::size_t* h = hist.data() + std::size_t(t) * kBuckets;
+    std::vector<std::size_t> hist(C * kBuckets, 0);
+    run_chunks(n, kChunk, threads, [&](std::size_t lo, std::size_t hi) {
+        std::size_t* h = hist.data() + (lo / kChunk) * kBuckets;
         for (std::size_t i = lo; i < hi; ++i) ++h[std::size_t(keys[i] >> shift) & (kBuckets - 1)];
     });
-    std::vector<std::size_t> pos(T * kBuckets), off(kBuckets + 1, 0);
+    std::vector<std::size_t> off(kBuckets + 1, 0);
     std::size_t run = 0;
-    for (std::size_t b = 0; b < kBuckets; ++b) {
+    for (std::size_t b = 0; b < kBuckets; ++b) {  // hist becomes each chunk's first position per bucket
         off[b] = run;
-        for (std::size_t t = 0; t < T; ++t) {
-            pos[t * kBuckets + b] = run;
-            run += hist[t * kBuckets + b];
+        for (std::size_t c = 0; c < C; ++c) {
+            const std::size_t h = hist[c * kBuckets + b];
+            hist[c * kBuckets + b] = run;
+            run += h;
         }
     }
     off[kBuckets] = run;
-    parallel_for_chunks(n, threads, [&](int t, std::size_t lo, std::size_t hi) {
-        std::size_t* p = pos.data() + std::size_t(t) * kBuckets;
+    run_chunks(n, kChunk, threads, [&](std::size_t lo, std::size_t hi) {
+        std::size_t* p = hist.data() + (lo / kChunk) * kBuckets;
         for (std::size_t i = lo; i < hi; ++i) {
             const std::size_t q = p[std::size_t(keys[i] >> shift) & (kBuckets - 1)]++;
             keys_tmp[q] = keys[i];
             payload_tmp[q] = payload[i];
         }
     });
-    std::atomic<std::size_t> next{0};
-    parallel_for_chunks(T, threads, [&](int, std::size_t, std::size_t) {
-        for (std::size_t b; (b = next.fetch_add(1)) < kBuckets;) {
-            const std::size_t lo = off[b], m = off[b + 1] - lo;
-            if (m == 0) continue;
-            radix_range(keys_tmp + lo, payload_tmp + lo, keys + lo, payload + lo, m, shift);
-            std::memcpy(keys + lo, keys_tmp + lo, m * sizeof(K));
-            std::memcpy(payload + lo, payload_tmp + lo, m * sizeof(P));
-        }
+    run_tasks(kBuckets, threads, [&](std::size_t b) {
+        const std::size_t lo = off[b], m = off[b + 1] - lo;
+        if (m == 0) return;
+        radix_range(keys_tmp + lo, payload_tmp + lo, keys + lo, payload + lo, m, shift);
+        std::memcpy(keys + lo, keys_tmp + lo, m * sizeof(K));
+        std::memcpy(payload + lo, payload_tmp + lo, m * sizeof(P));
     });
 }
 
@@ -326,12 +406,10 @@ std::int64_t count_inversions(V* a, V* tmp, std::size_t n, std::size_t k, int th
         // Few distinct values: a Fenwick count inside each block, and the cross-block pairs from the
         // blocks' value histograms (no sorting at all).
         std::vector<std::int64_t> hist(T * k, 0);
-        parallel_for_chunks(T, threads, [&](int, std::size_t lo, std::size_t hi) {
-            for (std::size_t b = lo; b < hi; ++b) {
-                part[b] = fenwick_count(a + bounds[b], bounds[b + 1] - bounds[b], k);
-                std::int64_t* h = hist.data() + b * k;
-                for (std::size_t i = bounds[b]; i < bounds[b + 1]; ++i) ++h[std::size_t(a[i])];
-            }
+        run_tasks(T, threads, [&](std::size_t b) {
+            part[b] = fenwick_count(a + bounds[b], bounds[b + 1] - bounds[b], k);
+            std::int64_t* h = hist.data() + b * k;
+            for (std::size_t i = bounds[b]; i < bounds[b + 1]; ++i) ++h[std::size_t(a[i])];
         });
         std::int64_t inv = 0;
         for (auto p : part) inv += p;
@@ -350,9 +428,8 @@ std::int64_t count_inversions(V* a, V* tmp, std::size_t n, std::size_t k, int th
     }
     // Sort T blocks concurrently, then merge pairs of blocks level by level (the pairs of one level run
     // concurrently), counting the cross-block inversions during each merge.
-    parallel_for_chunks(T, threads, [&](int, std::size_t lo, std::size_t hi) {
-        for (std::size_t b = lo; b < hi; ++b)
-            part[b] = merge_sort_count(a + bounds[b], tmp + bounds[b], bounds[b + 1] - bounds[b]);
+    run_tasks(T, threads, [&](std::size_t b) {
+        part[b] = merge_sort_count(a + bounds[b], tmp + bounds[b], bounds[b + 1] - bounds[b]);
     });
     std::int64_t inv = 0;
     for (auto p : part) inv += p;
@@ -361,13 +438,11 @@ std::int64_t count_inversions(V* a, V* tmp, std::size_t n, std::size_t k, int th
     for (std::size_t width = 1; width < T; width *= 2) {
         const std::size_t pairs = (T + 2 * width - 1) / (2 * width);
         std::vector<std::int64_t> cross(pairs, 0);
-        parallel_for_chunks(pairs, threads, [&](int, std::size_t lo, std::size_t hi) {
-            for (std::size_t q = lo; q < hi; ++q) {
-                const std::size_t b0 = q * 2 * width;
-                const std::size_t s = bounds[b0], m = bounds[std::min(b0 + width, T)],
-                                  e = bounds[std::min(b0 + 2 * width, T)];
-                cross[q] = merge_count(src + s, m - s, src + m, e - m, dst + s);
-            }
+        run_tasks(pairs, threads, [&](std::size_t q) {
+            const std::size_t b0 = q * 2 * width;
+            const std::size_t s = bounds[b0], m = bounds[std::min(b0 + width, T)],
+                              e = bounds[std::min(b0 + 2 * width, T)];
+            cross[q] = merge_count(src + s, m - s, src + m, e - m, dst + s);
         });
         for (auto c : cross) inv += c;
         std::swap(src, dst);
@@ -436,7 +511,7 @@ Buffer<key_t<TY>> sorted_keys_with_index(const TY* y, std::ptrdiff_t y_stride, s
     w.idx = Buffer<std::uint32_t>(n);
     w.yr = Buffer<std::uint32_t>(n);
     Buffer<KY> ky(n), ky_tmp(n);
-    parallel_for_chunks(n, n < kParallelMin ? 1 : threads, [&](int, std::size_t lo, std::size_t hi) {
+    run_chunks(n, kChunk, n < kParallelMin ? 1 : threads, [&](std::size_t lo, std::size_t hi) {
         for (std::size_t i = lo; i < hi; ++i) {
             ky[i] = order_key(y[std::ptrdiff_t(i) * y_stride]);
             w.idx[i] = std::uint32_t(i);
@@ -469,7 +544,7 @@ void kendall_pass_x(const TX* x, std::ptrdiff_t x_stride, std::size_t n, int thr
     using KX = key_t<TX>;
     if (n == 0) return;
     Buffer<KX> kx(n), kx_tmp(n);
-    parallel_for_chunks(n, n < detail::kParallelMin ? 1 : threads, [&](int, std::size_t lo, std::size_t hi) {
+    run_chunks(n, detail::kChunk, n < detail::kParallelMin ? 1 : threads, [&](std::size_t lo, std::size_t hi) {
         for (std::size_t i = lo; i < hi; ++i) kx[i] = order_key(x[std::ptrdiff_t(w.idx[i]) * x_stride]);
     });
     if (out.y_distinct == std::int64_t(n)) {
