@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from numtk.games import (KuhnPoker, LeducPoker, MatrixGame, elo_game, exploitability, nash_conv,
+from numtk.games import (KuhnPoker, LeducPoker, MatrixGame, colonel_blotto, elo_game, exploitability, nash_conv,
                          nash_equilibrium, random_game_of_skill, rock_paper_scissors)
 import reference.games as ref
 
@@ -63,7 +63,9 @@ def test_iterative_methods_agree_with_lp_on_random_games(method):
         lp = nash_equilibrium(MatrixGame(M))
         # Plain RM+ can need 1e5+ iterations for 1e-6 on small games: ask the first-order methods for 1e-4.
         tol = 1e-9 if method == "double_oracle" else 1e-4
-        it = nash_equilibrium(MatrixGame(M), method=method, tol=tol)
+        # The double oracle's own rounds to the end (its hand-over to the LP is tested below).
+        options = {"lp_switch": None} if method == "double_oracle" else None
+        it = nash_equilibrium(MatrixGame(M), method=method, tol=tol, options=options)
         assert it.success, it.message
         assert it.gap <= tol + 1e-12
         # |value - LP value| <= the NashConv of the returned profile.
@@ -81,6 +83,53 @@ def test_double_oracle_on_transitive_game_stops_fast():
     game = elo_game(200, rng=5)
     res = nash_equilibrium(game, method="double_oracle")
     assert res.success and res.gap <= 1e-9 and res.n_iter <= 3
+
+
+def test_double_oracle_rounds_alone_equal_the_lp_on_random_games():
+    rng = np.random.default_rng(7)
+    for shape in [(60, 60), (45, 70)]:
+        M = rng.normal(size=shape)
+        lp = nash_equilibrium(MatrixGame(M))
+        do = nash_equilibrium(MatrixGame(M), "double_oracle", options={"lp_switch": None})
+        assert do.status in ("converged", "equilibrium") and "switched" not in do.message
+        assert do.value == pytest.approx(lp.value, abs=1e-8) and do.gap <= 1e-9
+        # a random game's equilibrium support is about half the strategies: many rounds
+        assert do.n_iter >= min(shape) // 4
+
+
+def test_double_oracle_hands_over_to_the_lp_on_a_dense_random_game():
+    M = np.random.default_rng(8).uniform(-1, 1, size=(300, 300))
+    lp = nash_equilibrium(MatrixGame(M))
+    do = nash_equilibrium(MatrixGame(M), "double_oracle")
+    assert do.success and do.status == "optimal" and do.message.startswith("switched to the LP")
+    assert do.value == pytest.approx(lp.value, abs=1e-8) and do.gap <= 1e-9
+    # it stops long before the ~150 rounds the support needs; history has one gap per round run
+    assert 16 < do.n_iter < 60 and do.history.size == do.n_iter
+    assert ref.matrix_exploitability(M, *do.strategies) == pytest.approx(do.gap / 2, abs=1e-12)
+    # a larger share of the LP's cost hands over later
+    game = MatrixGame(M[:120, :120])
+    runs = [nash_equilibrium(game, "double_oracle", options={"lp_switch": share}) for share in (0.25, 4.0)]
+    assert [r.status for r in runs] == ["optimal", "optimal"] and runs[0].n_iter < runs[1].n_iter
+    assert runs[0].value == pytest.approx(nash_equilibrium(game).value, abs=1e-8)
+
+
+def test_double_oracle_keeps_its_rounds_where_the_support_is_small():
+    # transitive (pure equilibrium) and a spinning top: the hand-over never fires
+    for game in (elo_game(300, rng=1), colonel_blotto(5, 5)):
+        do = nash_equilibrium(game, "double_oracle")
+        assert do.status in ("converged", "equilibrium"), do.message
+        assert do.value == pytest.approx(nash_equilibrium(game).value, abs=1e-8)
+
+
+def test_double_oracle_on_leduc_hands_over_to_the_sequence_form_lp(leduc):
+    # Without the hand-over: 353 rounds and 55 s against 0.16 s for the LP.
+    do = nash_equilibrium(leduc, "double_oracle")
+    assert do.status == "optimal" and "switched" in do.message
+    assert do.value == pytest.approx(-0.085606424078, abs=1e-9) and do.gap <= 1e-9
+    with pytest.raises(ValueError, match="lp_switch"):
+        nash_equilibrium(leduc, "double_oracle", options={"lp_switch": -1.0})
+    with pytest.raises(TypeError, match="lp_switch"):
+        nash_equilibrium(leduc, "double_oracle", options={"lp_switch": "never"})
 
 
 def test_kuhn_and_leduc_values(kuhn, leduc):
