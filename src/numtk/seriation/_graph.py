@@ -9,8 +9,8 @@ from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 from numtk._lib import n_threads
 from numtk._lib._validation import as_points, check_int, check_option, check_real
 
-__all__ = ["scaled_points", "rescale_points", "knn_graph", "graph_from_neighbors", "bridge_components", "components",
-           "connect", "orient", "WEIGHTS"]
+__all__ = ["scaled_points", "rescale_points", "NeighborIndex", "knn_graph", "graph_from_neighbors", "bridge_components",
+           "components", "connect", "orient", "WEIGHTS"]
 
 WEIGHTS = ("gaussian", "binary")
 
@@ -65,6 +65,41 @@ def check_neighbor_count(k: int, n_rows: int, distinct: int | None = None) -> No
     elif k > distinct - 1:
         raise ValueError(f"`n_neighbors` must be at most the number of distinct samples - 1 = {distinct - 1}; got "
                          f"{k} (`X` has too few distinct rows: {distinct} of {n_rows})")
+
+
+#: Up to this many coordinates the neighbour queries of STAGE use SciPy's compiled k-d tree (``cKDTree``, threaded
+#: queries); above, scikit-learn's ``NearestNeighbors`` (brute force with BLAS in high dimension). On the helix of
+#: the benchmarks projected to 3 coordinates (n = 1e5), cKDTree answered a 90-neighbour query 2.6x faster than
+#: scikit-learn's k-d tree, the same neighbours.
+KDTREE_MAX_DIM = 16
+
+
+class NeighborIndex:
+    """Exact nearest-neighbour queries on the rows of ``X`` with the interface of scikit-learn's
+    ``NearestNeighbors.kneighbors(points, n_neighbors, return_distance)``: SciPy's ``cKDTree`` in up to
+    :data:`KDTREE_MAX_DIM` coordinates (``threads`` query threads), else ``NearestNeighbors`` (``threads`` jobs).
+    Distances are Euclidean; rows of a query point's answer are sorted by distance."""
+
+    def __init__(self, X: np.ndarray, threads: int = 1):
+        self.n_samples_fit_ = X.shape[0]
+        self.threads = max(1, int(threads))
+        if X.shape[1] <= KDTREE_MAX_DIM:
+            from scipy.spatial import cKDTree
+
+            self._tree, self._nn = cKDTree(X, balanced_tree=False, compact_nodes=False), None
+        else:
+            from sklearn.neighbors import NearestNeighbors
+
+            self._tree, self._nn = None, NearestNeighbors(n_jobs=None if self.threads == 1 else self.threads).fit(X)
+
+    def kneighbors(self, points: np.ndarray, n_neighbors: int, return_distance: bool = True):
+        if self._nn is not None:
+            return self._nn.kneighbors(points, n_neighbors=n_neighbors, return_distance=return_distance)
+        dist, ind = self._tree.query(points, k=n_neighbors, workers=self.threads)
+        if n_neighbors == 1:  # cKDTree drops the axis for k = 1
+            dist, ind = dist[:, None], ind[:, None]
+        ind = ind.astype(np.int64, copy=False)
+        return (dist, ind) if return_distance else ind
 
 
 def knn_graph(X: np.ndarray, n_neighbors: int, *, weights: str = "gaussian", bandwidth: float | None = None,

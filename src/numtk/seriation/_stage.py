@@ -31,8 +31,9 @@ from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 from numtk._lib import MapWrapper, NumtkWarning, Result, n_threads, normalize_rng
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import C_INT_MAX, as_array, check_bool, check_int, check_option, check_real
-from numtk.seriation._graph import (WEIGHTS, bridge_components, check_neighbor_count, components, connect,
-                                   graph_from_neighbors, orient, scaled_bandwidth, scaled_points, transverse_offsets)
+from numtk.seriation._graph import (WEIGHTS, NeighborIndex, bridge_components, check_neighbor_count, components,
+                                   connect, graph_from_neighbors, orient, scaled_bandwidth, scaled_points,
+                                   transverse_offsets)
 
 __all__ = ["stage"]
 
@@ -102,8 +103,64 @@ def _local_pca(X: np.ndarray, neighbors: np.ndarray, threads=1,
 
 
 # --------------------------------------------------------------------------------------------------
+# Distinct rows
+# --------------------------------------------------------------------------------------------------
+
+_HASH_SEED = 0x5EB1A7E  # fixed: the hash only groups candidates; equality is decided exactly
+
+
+def _row_hash(X: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each row's bit patterns (-0.0 counted as +0.0), one column at a time."""
+    n, d = X.shape
+    mult = np.random.default_rng(_HASH_SEED).integers(1, 2**63, size=d, dtype=np.uint64) | np.uint64(1)
+    h = np.zeros(n, dtype=np.uint64)
+    col = np.empty(n)
+    for j in range(d):
+        np.add(X[:, j], 0.0, out=col)  # -0.0 + 0.0 = +0.0
+        h ^= col.view(np.uint64) * mult[j]
+        h = (h << np.uint64(17)) | (h >> np.uint64(47))
+    return h
+
+
+def _distinct_rows(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(U, inverse): the distinct rows of X in the order of their first appearance, and the row of U of each row.
+
+    Rows are grouped by a 64-bit hash (O(n d) plus one sort of n integers) and only rows whose hash repeats are
+    compared exactly (``numpy.unique(axis=0)``, which sorts whole rows: 12 s for 4e5 x 100 rows against 2 s for
+    the hash on a loaded 2-core machine). Without duplicates X itself is returned, not a copy.
+    """
+    n = X.shape[0]
+    h = _row_hash(X)
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    same = hs[1:] == hs[:-1]
+    if not same.any():
+        return X, np.arange(n)
+    cand = np.sort(order[np.r_[same, False] | np.r_[False, same]])
+    _, first, inv = np.unique(X[cand] + 0.0, axis=0, return_index=True, return_inverse=True)
+    rep = np.arange(n)
+    rep[cand] = cand[first[inv.ravel()]]  # the first row equal to each candidate (cand is in row order)
+    keep = np.flatnonzero(rep == np.arange(n))
+    pos = np.empty(n, dtype=np.int64)
+    pos[keep] = np.arange(keep.size)
+    return X[keep], pos[rep]
+
+
+# --------------------------------------------------------------------------------------------------
 # Global PCA pre-reduction
 # --------------------------------------------------------------------------------------------------
+
+_ROW_CHUNK = 1 << 16  # rows per chunk of the global PCA's passes over the points
+
+
+def _project(U: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """(U - mean) @ basis, in chunks of rows (no centred copy of U)."""
+    mean = U.mean(axis=0)
+    P = np.empty((U.shape[0], basis.shape[1]))
+    for lo in range(0, U.shape[0], _ROW_CHUNK):
+        P[lo:lo + _ROW_CHUNK] = (U[lo:lo + _ROW_CHUNK] - mean) @ basis
+    return P
+
 
 def _principal_basis(U: np.ndarray, pca_components, neighbors_given: bool) -> np.ndarray | None:
     """Orthonormal columns (d, m) spanning the m leading principal directions of U, or None (no reduction).
@@ -122,9 +179,12 @@ def _principal_basis(U: np.ndarray, pca_components, neighbors_given: bool) -> np
         return None
     if pca_components != "auto" and pca_components >= d:
         return None
-    Y = U - U.mean(axis=0)
-    C = Y.T @ Y / m
-    lam, V = np.linalg.eigh(C)
+    mean = U.mean(axis=0)
+    C = np.zeros((d, d))
+    for lo in range(0, m, _ROW_CHUNK):  # centred in chunks: no copy of U
+        Y = U[lo:lo + _ROW_CHUNK] - mean
+        C += Y.T @ Y
+    lam, V = np.linalg.eigh(C / m)
     lam, V = lam[::-1], V[:, ::-1]
     if pca_components == "auto":
         top = max(float(lam[0]), np.finfo(float).tiny)
@@ -159,18 +219,21 @@ def _neighbourhood_sizes(n: int, k: int, tangent_neighbors) -> list[int]:
 class _Neighbourhoods:
     """Local-PCA neighbourhoods of a given size, for all points or a probe.
 
-    Up to ``q`` (the width of the precomputed neighbour table ``ind``, self first) they come from the table; up to
-    ``fit = max(q, 64)`` they are queried exactly. A larger size ``kp`` (only under 'auto') uses the ``fit``
-    nearest points among a random thinning of the cloud that keeps a fraction ``fit / kp`` of it: the same
-    radius, ``fit`` points to fit instead of kp, so the cost and memory stay bounded whatever n. (Fewer than
-    64 points made the tangents noisy enough for an occasional sign domain wall with k = 5.) Thinnings are drawn
-    from ``rng`` once per size and reused.
+    Up to ``q`` (the width of the neighbour table ``ind``, self first) they come from the table; up to ``fit``
+    (default ``max(q, 64)``; ``stage`` passes max(6k, 64)) they are queried exactly. A larger size ``kp`` (only
+    under 'auto') uses the ``fit`` nearest points among a random thinning of the cloud that keeps a fraction
+    ``fit / kp`` of it: the same radius, ``fit`` points to fit instead of kp, so the cost and memory stay bounded
+    whatever n. (Fewer than 64 points made the tangents noisy enough for an occasional sign domain wall with
+    k = 5.) Thinnings are drawn from ``rng`` once per size and reused; :meth:`tangents` fits the kept points only.
     """
 
-    def __init__(self, U, nn, ind, rng, n_jobs):
+    def __init__(self, U, nn, ind, rng, n_jobs, fit=None):
         self.U, self.nn, self.ind, self.rng, self.n_jobs = U, nn, ind, rng, n_jobs
         self.q = ind.shape[1]
-        self.fit = max(self.q, min(_MIN_THIN_POINTS, U.shape[0])) if nn is not None else self.q
+        if nn is None:
+            self.fit = self.q
+        else:
+            self.fit = max(self.q, min(_MIN_THIN_POINTS if fit is None else max(fit, _MIN_THIN_POINTS), U.shape[0]))
         self._thin = {}
 
     def thinned(self, kp: int) -> bool:
@@ -186,15 +249,30 @@ class _Neighbourhoods:
         if kp <= self.fit:
             return self.nn.kneighbors(points, n_neighbors=kp, return_distance=False)
         if kp not in self._thin:
-            from sklearn.neighbors import NearestNeighbors
-
             n = U.shape[0]
             size = max(self.fit, int(math.ceil(n * self.fit / kp)))
             keep = np.sort(self.rng.choice(n, size=size, replace=False))
-            tree = NearestNeighbors(n_jobs=self.n_jobs).fit(U[keep])
+            tree = NeighborIndex(U[keep], self.n_jobs or 1)
             self._thin[kp] = (keep, tree)
         keep, tree = self._thin[kp]
         return keep[tree.kneighbors(points, n_neighbors=self.fit, return_distance=False)]
+
+    def tangents(self, kp: int, threads) -> tuple[np.ndarray, np.ndarray]:
+        """Tangents and ratios of every point at a thinned size ``kp``: local PCA at the points of the thinning
+        only (each on its ``fit`` nearest kept points), each point then taking those of its nearest kept point.
+
+        The thinning keeps one point in kp / fit, so a point's nearest kept point lies about kp / (2 fit)
+        sample spacings away along the curve, a small fraction of the kp / 2 spacings of the neighbourhood's
+        radius: the two neighbourhoods nearly coincide. The fits cost O(n fit / kp) instead of O(n) (the
+        'auto' size grows with n at a fixed curve and noise, so this work stays about constant) and the
+        query of all points is a 1-nearest one instead of a fit-nearest one.
+        """
+        self(kp, np.zeros(0, dtype=np.int64))  # draws the thinning of this size
+        keep, tree = self._thin[kp]
+        hood = keep[tree.kneighbors(self.U[keep], n_neighbors=self.fit, return_distance=False)]
+        t, r = _local_pca(self.U, hood, threads)
+        nearest = tree.kneighbors(self.U, n_neighbors=1, return_distance=False)[:, 0]
+        return t[nearest], r[nearest]
 
 
 def _tangents(U: np.ndarray, hoods: _Neighbourhoods, sizes: list[int], threads, rng: np.random.Generator,
@@ -232,7 +310,7 @@ def _tangents(U: np.ndarray, hoods: _Neighbourhoods, sizes: list[int], threads, 
                 break
         else:
             chosen = best[0]
-    t, r = _local_pca(U, hoods(chosen), threads)
+    t, r = hoods.tangents(chosen, threads) if hoods.thinned(chosen) else _local_pca(U, hoods(chosen), threads)
     if auto and _FALLBACK_RATIO > 0:
         smallest = max(k, _FALLBACK_MIN)
         smaller = sorted({s for s in sizes if s < chosen} | ({smallest} if smallest < chosen else set()), reverse=True)
@@ -723,13 +801,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         raise TypeError(f"`pca_components` must be an int, 'auto' or None; got {pca_components!r}")
     if pca_components is not None and not isinstance(pca_components, str):
         pca_components = check_int(pca_components, "pca_components", minimum=1, maximum=dim)
-    U, first, inverse = np.unique(X, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    # keep the distinct rows in the order of their first appearance (deterministic, row-order based)
-    perm = np.argsort(first, kind="stable")
-    rank = np.empty_like(perm)
-    rank[perm] = np.arange(perm.size)
-    U, inverse = U[perm], rank[inverse]
+    U, inverse = _distinct_rows(X)
     m = U.shape[0]
     if root is not None:
         root = check_int(root, "root", minimum=0, maximum=n - 1)
@@ -745,7 +817,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         if scale != 1.0:
             dist = dist / scale
     basis = _principal_basis(U, pca_components, neighbors is not None) if m >= 3 else None
-    P = U if basis is None else np.ascontiguousarray((U - U.mean(axis=0)) @ basis)
+    P = U if basis is None else _project(U, basis)
     if m < 3 or P.shape[1] == 1:
         return _small_or_line(X, P, inverse, root, basis, scale)
     sizes = _neighbourhood_sizes(m, k, tangent_neighbors)
@@ -753,17 +825,19 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         nn = None
         sizes = sorted({min(size, ind.shape[1]) for size in sizes})
     else:
-        # One neighbour query serves the graph (k) and the first two local-PCA sizes.
-        from sklearn.neighbors import NearestNeighbors
-
-        nn = NearestNeighbors(n_jobs=None if n_jobs == 1 else n_jobs).fit(P)
-        query = min(m, max(k + 1, sizes[min(1, len(sizes) - 1)]))
+        # One query of all points serves the graph (k); local-PCA sizes up to max(6k, 64) are queried exactly when
+        # chosen (on the probe first), larger ones on a thinning (see _Neighbourhoods). A query of 6k neighbours
+        # for every point cost 4x the k-neighbour one at n = 1e5 and is not needed once 'auto' picks a larger size.
+        nn = NeighborIndex(P, n_jobs)
+        query = min(m, k + 1)
+        if tangent_neighbors != "auto":
+            query = min(m, max(query, tangent_neighbors))
         dist, ind = nn.kneighbors(P, n_neighbors=query)  # self first: the rows are distinct
     W, _ = graph_from_neighbors(dist[:, 1:k + 1], ind[:, 1:k + 1], weights=weights, bandwidth=bandwidth)
     n_comp, labels = components(W)
     if n_comp > 1 and not allow_disconnected:
         connect(W, P, allow_disconnected)  # raises
-    hoods = _Neighbourhoods(P, nn, ind, rng, None if n_jobs == 1 else n_jobs)
+    hoods = _Neighbourhoods(P, nn, ind, rng, None if n_jobs == 1 else n_jobs, fit=6 * k)
     tangents, isotropy, kp = _tangents(P, hoods, sizes, threads, rng, k)
     fit_points = min(int(kp), int(hoods.fit)) if hoods.thinned(kp) else int(kp)
     del dist, ind, hoods
