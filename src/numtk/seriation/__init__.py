@@ -28,6 +28,7 @@ Guarantees
    :toctree: generated/
 
    recovery_bound       -- a finite-sample lower bound on the expected Kendall agreement (derived here).
+   short_circuits       -- graph edges a STAGE embedding stretches (arms short-circuited).
 
 Data and scores
 ---------------
@@ -35,7 +36,8 @@ Data and scores
 .. autosummary::
    :toctree: generated/
 
-   make_curve           -- points near a known curve (line, arc, helix, spiral, random Fourier).
+   make_curve           -- points near a known curve (line, arc, helix, spiral, nested arcs, random Fourier).
+   noise_floor          -- the agreement of the nearest-point projection on the known curve.
    order_agreement      -- Kendall agreement of an order with the truth, up to reversal.
 """
 
@@ -43,8 +45,10 @@ from numtk.seriation._agreement import order_agreement
 from numtk.seriation._baselines import recanati_seriation, spectral_seriation
 from numtk.seriation._bound import recovery_bound
 from numtk.seriation._manifold import ltsa_seriation, tsne_seriation, umap_seriation
-from numtk.seriation._curves import make_curve
+from numtk.seriation._curves import make_curve, noise_floor
+from numtk.seriation._diagnostics import short_circuits
 from numtk.seriation._stage import stage
 
 __all__ = ["stage", "spectral_seriation", "recanati_seriation", "ltsa_seriation", "tsne_seriation",
-           "umap_seriation", "recovery_bound", "make_curve", "order_agreement"]
+           "umap_seriation", "recovery_bound", "make_curve", "noise_floor", "order_agreement",
+           "short_circuits"]
