@@ -19,7 +19,7 @@ def test_lengths_match_closed_forms(kind, length):
     assert_allclose(info.length, length, rtol=1e-10)
 
 
-@pytest.mark.parametrize("kind", ["spiral", "random_fourier"])
+@pytest.mark.parametrize("kind", ["spiral", "nested_arcs", "random_fourier"])
 def test_lengths_match_a_fine_polyline(kind):
     X, t, info = make_curve(kind, 200_001, 4, sampling="grid", return_info=True, rng=3)
     polyline = np.linalg.norm(np.diff(X, axis=0), axis=1).sum()

@@ -1,0 +1,238 @@
+"""Close arms: curves with a controllable gap between successive arms, the noise floor, STAGE against it, and
+the short-circuit diagnostic.
+
+The arm gap g against the noise per coordinate sigma sets the difficulty: at g = 5 sigma the noise tubes of
+successive arms touch. The noise floor is the agreement of the nearest-point projection on the noiseless curve
+(numtk.seriation.noise_floor). Measured configuration of the target tests: n = 3000, d = 20, data seed 1, stage with
+its defaults and rng=0 (deterministic).
+"""
+
+import functools
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose
+
+from numtk._lib import Result
+from numtk.seriation import make_curve, noise_floor, order_agreement, short_circuits, stage
+from numtk.seriation._curves import _base_curve
+
+N, DIM, SEED = 3000, 20, 1
+
+
+# ------------------------------------------------------------------------------------------------
+# the curves
+# ------------------------------------------------------------------------------------------------
+
+def test_nested_arcs_length_has_its_closed_form():
+    p = {"arms": 5, "gap": 0.4, "radius": 1.5, "angle": 2.0}
+    _, _, info = make_curve("nested_arcs", 10, 3, params=p, return_info=True, rng=0)
+    radii = 1.5 + 0.4 * np.arange(5)
+    assert_allclose(info.length, 2.0 * radii.sum() + 4 * math.pi * 0.2, rtol=1e-12)
+    assert info.kind == "nested_arcs" and info.coefficients is None
+
+
+def test_nested_arcs_are_continuous_at_constant_speed_with_arms_one_gap_apart():
+    X, t, info = make_curve("nested_arcs", 20_001, 2, sampling="grid", return_info=True, rng=0)
+    B = X @ info.frame
+    step = np.linalg.norm(np.diff(B, axis=0), axis=1)
+    # constant speed: every chord of a grid step is at most, and nearly, the arc length L / (n - 1)
+    assert step.max() <= info.length / 20_000 * (1 + 1e-9)
+    assert step.min() >= info.length / 20_000 * (1 - 1e-3)
+    assert_allclose(info.arclength, t * info.length, rtol=1e-9, atol=1e-9)
+    # on the arcs (away from the turns) the radius is one of 1, 1.6, 2.2, 2.8
+    r = np.linalg.norm(B, axis=1)
+    angle = np.arctan2(B[:, 1], B[:, 0])
+    on_arc = (angle > 0.05) & (angle < math.pi - 0.05)
+    nearest = 1.0 + 0.6 * np.clip(np.round((r[on_arc] - 1.0) / 0.6), 0, 3)
+    assert_allclose(r[on_arc], nearest, atol=1e-9)
+    assert set(np.round((r[on_arc] - 1.0) / 0.6).astype(int)) == {0, 1, 2, 3}
+
+
+def test_spiral_arms_lie_one_gap_apart_along_every_ray():
+    gap, turns = 0.35, 3.0
+    t = np.linspace(0.0, 1.0 - 1.0 / turns, 101)
+    p = {"turns": turns, "gap": gap}
+    inner = np.linalg.norm(_base_curve("spiral", t, p)[0], axis=1)
+    outer = np.linalg.norm(_base_curve("spiral", t + 1.0 / turns, p)[0], axis=1)  # same ray, next arm
+    assert_allclose(outer - inner, gap, rtol=1e-12)
+
+
+def test_nested_arcs_bad_parameters():
+    with pytest.raises(ValueError, match="params\\['gap'\\]"):
+        make_curve("nested_arcs", 10, 2, params={"gap": 0.0})
+    with pytest.raises(ValueError, match="params\\['angle'\\]"):
+        make_curve("nested_arcs", 10, 2, params={"angle": 6.0})
+    with pytest.raises(TypeError, match="params\\['arms'\\]"):
+        make_curve("nested_arcs", 10, 2, params={"arms": 2.5})
+    with pytest.raises(ValueError, match="`n_features` must be at least 2"):
+        make_curve("nested_arcs", 10, 1)
+
+
+# ------------------------------------------------------------------------------------------------
+# the noise floor
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind, d", [("line", 3), ("helix", 5), ("spiral", 4), ("nested_arcs", 3),
+                                     ("random_fourier", 6)])
+def test_noise_floor_of_noiseless_points_is_exact(kind, d):
+    X, t, info = make_curve(kind, 400, d, return_info=True, rng=2)
+    floor = noise_floor(X, t, info)
+    assert floor.agreement >= 1 - 1e-12
+    assert_allclose(floor.positions, t, atol=1e-7)
+    assert floor.distance.max() < 1e-6
+
+
+def test_noise_floor_projection_matches_a_dense_brute_force_search():
+    X, t, info = make_curve("spiral", 300, 10, noise=0.12, params={"gap": 0.6}, return_info=True, rng=3)
+    floor = noise_floor(X, t, info)
+    grid = np.linspace(0.0, 1.0, 400_001)
+    G = _base_curve("spiral", grid, info.params)[0]
+    B = X @ info.frame
+    for i in range(0, 300, 7):
+        dist = np.linalg.norm(G - B[i], axis=1)
+        k = int(np.argmin(dist))
+        assert floor.distance[i] <= dist[k] + 1e-12  # never farther than the best grid point
+        assert abs(floor.positions[i] - grid[k]) < 1e-5
+
+
+def test_noise_floor_of_a_segment_matches_the_closed_form():
+    # ordering by s + (noise along the tangent): E[1 - tau_a] = 4 r / sqrt(pi) - 2 r^2, r = noise / length
+    r = 0.01
+    values = [noise_floor(*make_curve("line", 2000, 3, noise=r, return_info=True, rng=seed)).agreement
+              for seed in range(4)]
+    assert abs(np.mean(values) - (1 - 4 * r / math.sqrt(math.pi) + 2 * r * r)) < 1e-3
+
+
+def test_noise_floor_falls_as_the_arms_close():
+    floors = [noise_floor(*make_curve("spiral", 800, 5, noise=0.6 / ratio, return_info=True, rng=4)).agreement
+              for ratio in (3, 5, 10, 20)]
+    assert floors == sorted(floors)
+    assert floors[0] < 0.93 < 0.98 < floors[1] < floors[2] < floors[3]
+
+
+def test_noise_floor_bad_arguments():
+    X, t, info = make_curve("spiral", 50, 4, noise=0.01, return_info=True, rng=0)
+    with pytest.raises(TypeError, match="`info`"):
+        noise_floor(X, t, {"kind": "spiral"})
+    with pytest.raises(ValueError, match="`X` has 5 features"):
+        noise_floor(np.c_[X, X[:, :1]], t, info)
+    with pytest.raises(ValueError, match="same length"):
+        noise_floor(X, t[:-1], info)
+
+
+# ------------------------------------------------------------------------------------------------
+# STAGE against the floor (the target: within 0.01 of it while the gap is at least 5 x the noise)
+# ------------------------------------------------------------------------------------------------
+
+# measured |tau| (floor) with this module's configuration; the misses short-circuit arms (see the diagnostic)
+_MISSES = {("spiral", 5): "0.380 (floor 0.987)", ("spiral", 7): "0.692 (floor 0.9955)",
+           ("nested_arcs", 5): "0.179 (floor 0.984)", ("nested_arcs", 7): "0.888 (floor 0.9926)"}
+
+
+@functools.lru_cache(maxsize=None)
+def _case(kind, ratio):
+    """(X, t, noise floor, stage(X, rng=0)) of one configuration, computed once for all the tests below."""
+    X, t, info = make_curve(kind, N, DIM, noise=0.6 / ratio, params={"gap": 0.6}, return_info=True, rng=SEED)
+    return X, t, noise_floor(X, t, info).agreement, stage(X, rng=0)
+
+
+@pytest.mark.parametrize("ratio", [5, 7, 10, 15, 20])
+@pytest.mark.parametrize("kind", ["spiral", "nested_arcs"])
+def test_stage_stays_within_001_of_the_noise_floor(kind, ratio, request):
+    if (kind, ratio) in _MISSES:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=f"stage |tau| {_MISSES[kind, ratio]}: edges "
+                                              "between touching noise tubes glue the arms in the solve"))
+    X, t, floor, res = _case(kind, ratio)
+    assert order_agreement(res.order, t) >= floor - 0.01
+
+
+@pytest.mark.parametrize("kind", ["spiral", "nested_arcs"])
+def test_stage_reaches_the_floor_from_ten_noise_widths_and_the_diagnostic_is_quiet(kind):
+    for ratio in (10, 20):
+        X, t, floor, res = _case(kind, ratio)
+        assert order_agreement(res.order, t) >= floor - 0.001
+        check = short_circuits(X, res)
+        assert check.glued < 0.1
+    assert check.n_edges == 0 and check.glued < 0.001  # at 20 noise widths nothing is stretched
+
+
+@pytest.mark.parametrize("kind", ["spiral", "nested_arcs"])
+def test_the_diagnostic_flags_the_misses(kind):
+    for ratio in (5, 7):
+        X, t, floor, res = _case(kind, ratio)
+        assert order_agreement(res.order, t) < floor - 0.05
+        check = short_circuits(X, res)
+        assert check.glued > 0.5 and check.n_edges > 0
+
+
+# ------------------------------------------------------------------------------------------------
+# the diagnostic itself
+# ------------------------------------------------------------------------------------------------
+
+def _healthy():
+    X, t, info = make_curve("spiral", 1500, 10, noise=0.02, params={"gap": 0.6}, return_info=True, rng=5)
+    return X, t, info, stage(X, rng=0)
+
+
+def test_an_added_edge_between_arms_is_reported_with_its_stretch():
+    X, t, info, res = _healthy()
+    base = short_circuits(X, res)
+    assert base.n_edges == 0 and base.glued == 0.0 and base.share == 0.0
+    # join a point to the point of the next arm on its ray (one turn further, 0.6 away): its step along the
+    # tangents is ~0 while the embedding puts the two a turn (~2 pi r) apart
+    s = info.arclength
+    i = int(np.argmin(np.abs(t - 0.4)))
+    B = X @ info.frame
+    ray = np.arctan2(B[:, 1], B[:, 0])
+    j = int(np.argmin(np.abs(t - 0.65) + np.abs(np.angle(np.exp(1j * (ray - ray[i]))))))
+    assert np.linalg.norm(X[i] - X[j]) < 1.0 and abs(s[i] - s[j]) > 10
+    G = res.graph.tolil()
+    G[res.inverse[i], res.inverse[j]] = G[res.inverse[j], res.inverse[i]] = 1.0
+    check = short_circuits(X, Result(**{**res, "graph": G.tocsr()}))
+    assert check.n_edges == 1 and set(check.edges[0]) == {i, j}
+    f = res.embedding
+    assert_allclose(check.stretch[0] * check.scale, abs(f[i] - f[j]), rtol=0.05)
+    assert check.points.sum() == 2 and check.points[i] and check.points[j]
+    assert check.share > 0.5
+
+
+def test_the_diagnostic_ignores_the_embedding_sign_and_shares_duplicate_rows():
+    X, t, info, res = _healthy()
+    flipped = Result(**{**res, "embedding": -res.embedding})
+    assert_allclose(short_circuits(X, flipped).local_misfit, short_circuits(X, res).local_misfit)
+    Xd = np.vstack([X, X[:10]])
+    rd = stage(Xd, rng=0)
+    check = short_circuits(Xd, rd)
+    assert check.local_misfit.shape == (1510,)
+    assert_allclose(check.local_misfit[1500:], check.local_misfit[:10])
+
+
+def test_the_diagnostic_local_misfit_matches_a_loop():
+    X, t = make_curve("spiral", 300, 4, noise=0.02, rng=6)
+    res = stage(X, n_neighbors=8, rng=0)
+    W = sp.csr_matrix(res.graph)
+    T = res.signs[:, None] * res.tangents
+    f = res.embedding
+    edges = [(a, b, w) for a in range(300) for b, w in zip(W.indices[W.indptr[a]:W.indptr[a + 1]],
+                                                          W.data[W.indptr[a]:W.indptr[a + 1]])]
+    steps = {(a, b): 0.5 * (T[a] + T[b]) @ (X[b] - X[a]) for a, b, _ in edges}
+    orient = 1.0 if sum(w * (f[b] - f[a]) * steps[a, b] for a, b, w in edges) > 0 else -1.0
+    num, den = np.zeros(300), np.zeros(300)
+    for a, b, w in edges:  # both directions of every edge are stored: each node sums its own
+        d = orient * steps[a, b]
+        num[a] += w * (f[b] - f[a] - d) ** 2
+        den[a] += w * d * d
+    assert_allclose(short_circuits(X, res).local_misfit, np.sqrt(num / den), rtol=1e-9, atol=1e-12)
+
+
+def test_the_diagnostic_bad_arguments():
+    X, t, info, res = _healthy()
+    with pytest.raises(TypeError, match="`result`"):
+        short_circuits(X, {"graph": res.graph})
+    with pytest.raises(ValueError, match="`result` does not belong to `X`"):
+        short_circuits(X[:-1], res)
+    with pytest.raises(ValueError, match="`factor`"):
+        short_circuits(X, res, factor=0.0)
