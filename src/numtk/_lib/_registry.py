@@ -94,7 +94,11 @@ AREAS: tuple[Area, ...] = (
         compare=(CompareSection(
             "kernels", "benchmarks._stats:compare", takes="choices", choices=("kendall_tau", "kendall_tau_c"),
             default=("kendall_tau",),
-            help="the Kendall kernels against SciPy at --sizes on --data (kendall_tau is tau-b)"),),
+            help="the Kendall kernels against SciPy at --sizes on --data (kendall_tau is tau-b)"),
+            CompareSection(
+                "threads", "benchmarks._threads:report", takes="switch",
+                help="the thread crossovers of the compiled kernels: workers=1, -1 and 2 (grain ignored) "
+                     "per kernel and size, against each kernel's grain"),),
     ),
     Area(
         "seriation",
@@ -105,6 +109,9 @@ AREAS: tuple[Area, ...] = (
                            help="numtk.seriation (stage, spectral, recanati) at these sizes, e.g. 1e3,1e4"),
             CompareSection("seriation-hard", "benchmarks._seriation:compare_hard", takes="sizes",
                            help="numtk.seriation on the hard curves (close spiral, noisy helix, uneven density)"),
+            CompareSection("seriation-scaling", "benchmarks._seriation:compare_scaling",
+                           help="numtk.seriation.stage against n (1e4 to 1e6; --quick: to 1e5) with its fitted "
+                                "exponent, beside spectral seriation and UMAP"),
         ),
     ),
     Area(
