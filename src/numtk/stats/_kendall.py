@@ -30,6 +30,10 @@ _ALTERNATIVES = ("two-sided", "less", "greater")
 _METHODS = ("auto", "exact", "asymptotic")
 _MAX_N = 2**32 - 1
 
+# Pairs (n) below which a second thread of the Kendall pass (kendall_counts) costs more than it saves: the
+# measured crossover. PROVISIONAL
+KENDALL_GRAIN = 100_000
+
 
 class _Counts:
     """Integer statistics of one Kendall pass (all Python ints)."""
@@ -258,7 +262,7 @@ def kendall_tau(x: ArrayLike, y: ArrayLike, *, variant: str = "b", alternative: 
     check_option(alternative, "alternative", _ALTERNATIVES)
     check_option(method, "method", _METHODS)
     check_option(nan_policy, "nan_policy", NAN_POLICIES)
-    threads = n_threads(workers)
+    n_threads(workers)  # validated before the data
     x, y, nan_found = _prepare_pair(x, y, nan_policy)
     size = int(x.shape[0])
     if size <= 1:
@@ -266,7 +270,7 @@ def kendall_tau(x: ArrayLike, y: ArrayLike, *, variant: str = "b", alternative: 
         return _nan_result()
     if nan_found:
         return _nan_result()
-    c = _counts(x, y, threads)
+    c = _counts(x, y, n_threads(workers, work=size, grain=KENDALL_GRAIN))
     return _tau_from_counts(c, variant, alternative, method)
 
 
@@ -375,10 +379,10 @@ def kendall_distance(a: ArrayLike, b: ArrayLike, *, normalize: bool = False, pen
     normalize = check_bool(normalize, "normalize")
     penalty = check_real(penalty, "penalty", low=0.0, high=1.0)
     check_option(nan_policy, "nan_policy", NAN_POLICIES)
-    threads = n_threads(workers)
+    n_threads(workers)  # validated before the data
     a, b, nan_found = _prepare_pair(a, b, nan_policy, names=("a", "b"))
     if nan_found:
         return float("nan")
-    c = _counts(a, b, threads)
+    c = _counts(a, b, n_threads(workers, work=a.shape[0], grain=KENDALL_GRAIN))
     return _distance_from_counts(c.n, c.dis, c.xtie, c.ytie, c.ntie, normalize=bool(normalize),
                                  penalty=penalty)

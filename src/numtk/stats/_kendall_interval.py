@@ -13,12 +13,16 @@ from numtk._lib._constraints import constraints
 from numtk._lib._validation import NAN_POLICIES, check_option, check_real
 from numtk._lib._warnings import TOO_SMALL_MESSAGE, SmallSampleWarning
 from numtk.stats import _kendall_pointwise, _stats_ext
-from numtk.stats._kendall import _counts, _prepare_pair
+from numtk.stats._kendall import KENDALL_GRAIN, _counts, _prepare_pair
 
 __all__ = ["kendall_tau_interval"]
 
 _METHODS = ("hoeffding", "bernstein", "asymptotic")
 _ALTERNATIVES = ("two-sided", "less", "greater")
+
+# Points (n) below which a second thread of the lexicographic sort (kendall_lexsort, the asymptotic
+# method's threaded part; the per-point counts after it are serial) costs more than it saves. PROVISIONAL
+LEXSORT_GRAIN = 100_000
 
 
 def _hoeffding_halfwidth(k: int, log_term: float) -> float:
@@ -164,7 +168,7 @@ def kendall_tau_interval(x: ArrayLike, y: ArrayLike, confidence: float = 0.95,
     check_option(method, "method", _METHODS)
     check_option(alternative, "alternative", _ALTERNATIVES)
     check_option(nan_policy, "nan_policy", NAN_POLICIES)
-    threads = n_threads(workers)
+    n_threads(workers)  # validated before the data
     x, y, nan_found = _prepare_pair(x, y, nan_policy)
     n = int(x.shape[0])
 
@@ -183,13 +187,13 @@ def kendall_tau_interval(x: ArrayLike, y: ArrayLike, confidence: float = 0.95,
     if method == "asymptotic":
         from scipy.special import ndtri
 
-        center, se = _asymptotic_center_and_se(x, y, threads)
+        center, se = _asymptotic_center_and_se(x, y, n_threads(workers, work=n, grain=LEXSORT_GRAIN))
         if math.isnan(center):  # a constant input
             return result(np.nan, np.nan, np.nan)
         z = float(ndtri(1.0 - alpha / 2.0)) if two_sided else float(ndtri(1.0 - alpha))
         low, high = center - z * se, center + z * se
     else:
-        c = _counts(x, y, threads)
+        c = _counts(x, y, n_threads(workers, work=n, grain=KENDALL_GRAIN))
         center = c.con_minus_dis / c.total
         k = n // 2
         log_term = math.log(2.0 / alpha) if two_sided else math.log(1.0 / alpha)

@@ -1,0 +1,79 @@
+"""The Kendall kernels give the same result for every thread count, on both sides of their grains.
+
+``workers=-1`` starts threads only above a kernel's grain (``n_threads(..., work=n, grain=...)``); the
+threaded path is also forced below it (``uncapped``) and with more threads than cores, so both paths are
+compared with the serial one at every size. The oracle of the values is SciPy (bitwise, as elsewhere).
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.stats
+from numpy.testing import assert_equal
+
+from numtk._lib import n_threads
+from numtk._lib._workers import uncapped
+from numtk.stats import kendall_distance, kendall_tau, kendall_tau_interval
+from numtk.stats._kendall import KENDALL_GRAIN
+from numtk.stats._kendall_interval import LEXSORT_GRAIN
+
+# below the C++ kernel's own floor (65536), below the grain, and above twice the grain (2 threads)
+SIZES = [5_000, 70_000, KENDALL_GRAIN - 1, 2 * KENDALL_GRAIN + 1]
+KINDS = ["continuous", "ties", "heavy_ties", "many_groups", "x_ties_only"]
+
+
+def _pair(kind, n, rng):
+    if kind == "continuous":
+        x = rng.standard_normal(n)
+        return x, x + rng.standard_normal(n)
+    if kind == "ties":
+        return rng.integers(0, 100, n), rng.integers(0, 100, n)
+    if kind == "heavy_ties":
+        return rng.integers(0, 5, n), rng.integers(0, 5, n).astype(np.float32)
+    if kind == "many_groups":  # y ties with more than 4096 distinct values: the merge count
+        return rng.standard_normal(n), rng.integers(0, n // 8 + 2, n)
+    return rng.integers(0, 50, n).astype(np.int32), rng.standard_normal(n)
+
+
+def test_grains_are_positive_and_threads_start_only_above_them():
+    for grain in (KENDALL_GRAIN, LEXSORT_GRAIN):
+        assert grain > 0
+        assert n_threads(-1, work=grain - 1, grain=grain) == 1
+        assert n_threads(8, work=2 * grain, grain=grain) == 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n", SIZES)
+def test_kendall_tau_and_distance_do_not_depend_on_the_thread_count(kind, n):
+    rng = np.random.default_rng(n + len(kind))
+    x, y = _pair(kind, n, rng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = scipy.stats.kendalltau(x, y)
+    ref_c = kendall_tau(x, y, variant="c")
+    ref_d = kendall_distance(x, y, penalty=0.5)
+    dis = kendall_distance(x, y)
+    runs = [kendall_tau(x, y, workers=-1)]
+    with uncapped():  # the threaded path below the grain too, with an odd number of blocks
+        runs += [kendall_tau(x, y, workers=w) for w in (2, 3)]
+        assert kendall_tau(x, y, variant="c", workers=3).statistic == ref_c.statistic
+        assert kendall_distance(x, y, penalty=0.5, workers=2) == ref_d
+        assert kendall_distance(x, y, workers=3) == dis
+    assert kendall_distance(x, y, workers=-1) == dis
+    for res in runs:
+        assert_equal((float(res.statistic), float(res.pvalue)), (float(ref.statistic), float(ref.pvalue)))
+
+
+@pytest.mark.parametrize("method", ["asymptotic", "bernstein", "hoeffding"])
+@pytest.mark.parametrize("n", [5_000, LEXSORT_GRAIN - 1, 2 * LEXSORT_GRAIN + 1])
+def test_kendall_tau_interval_does_not_depend_on_the_thread_count(method, n):
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n)
+    y = np.round(x + rng.standard_normal(n), 1)
+    ref = kendall_tau_interval(x, y, method=method)
+    runs = [kendall_tau_interval(x, y, method=method, workers=-1)]
+    with uncapped():
+        runs += [kendall_tau_interval(x, y, method=method, workers=w) for w in (2, 3)]
+    for res in runs:
+        assert (res.statistic, res.low, res.high) == (ref.statistic, ref.low, ref.high)
