@@ -13,7 +13,8 @@ import numpy as np
 
 from benchmarks._timing import interleaved
 
-__all__ = ["compare", "leduc_population", "numpy_best_response", "random_matrix"]
+__all__ = ["compare", "double_oracle_scale", "leduc_population", "nash_first_order", "numpy_best_response",
+           "random_matrix"]
 
 
 def random_matrix(n: int, seed: int = 0) -> np.ndarray:
@@ -55,8 +56,7 @@ def _row(task, ours, anchor_name, anchor, note=""):
 
 
 def compare(quick: bool = False) -> None:
-    from numtk.games import (LeducPoker, nash_conv, nash_equilibrium, population_exploitability, psro,
-                             MatrixGame)
+    from numtk.games import LeducPoker, nash_conv, nash_equilibrium, population_exploitability, psro
 
     print("== games ==")
     print(f"{'task':<44} {'numtk':>12}  {'anchor':<26} {'anchor time':>12}  {'speed-up':>9}  agreement")
@@ -120,22 +120,9 @@ def compare(quick: bool = False) -> None:
     else:
         _row(f"CFR+ Leduc, {iters} iterations", ours, "(open_spiel not installed)", 0.0)
 
-    # 4. Nash of a random n x n game: HiGHS (best variant) against RM+.
-    n = 300 if quick else 1000
-    M = random_matrix(n)
-    game_m = MatrixGame(M)
-    for tol in (1e-4, 1e-6):
-        t = interleaved({"rm+": lambda: nash_equilibrium(game_m, "rm+", tol=tol)}, 3, warmup=False, max_single=30.0)
-        ours, res = t.medians["rm+"], t.results["rm+"]
-        print(f"{f'Nash {n}x{n} U[-1,1], RM+ to gap {tol:g}':<44} {ours:10.4f} s  ({res.n_iter} iterations, "
-              f"gap {res.gap:.1e})")
-    t = interleaved({method: (lambda method=method: nash_equilibrium(game_m, "lp", options={"highs_method": method}))
-                     for method in ("highs-ipm", "highs-ds")}, 1, warmup=False)
-    anchor, lp = t.medians["highs-ipm"], t.results["highs-ipm"]
-    _row(f"Nash {n}x{n}, LP", anchor, "(numtk = HiGHS ipm)", 0.0, f"gap {lp.gap:.1e}")
-    anchor_ds = t.medians["highs-ds"]
-    print(f"{'':<44} HiGHS dual simplex {anchor_ds:.3f} s; auto picks "
-          f"{'ipm' if n * n > 250_000 else 'dual simplex'}")
+    # 4. Nash of random n x n games: HiGHS against RM+ / PRM+ / CFR+, and the double oracle against both.
+    nash_first_order(quick)
+    double_oracle_scale(quick)
 
     # 5. Exact PSRO runs on Leduc.
     k = 12 if quick else 30
@@ -146,3 +133,85 @@ def compare(quick: bool = False) -> None:
         secs, res = t.medians[variant], t.results[variant]
         print(f"{f'{variant} on Leduc to {k} policies':<44} {secs:10.4f} s  PE {res.history['pe'][-1]:.4f} "
               f"(prototype at 30: psro 0.698, global 0.256)")
+
+
+def _gemv_seconds(M: np.ndarray, repeat: int = 200) -> float:
+    """Median seconds of one single-threaded BLAS product ``M @ v`` (the machine's matvec rate)."""
+    from threadpoolctl import threadpool_limits
+
+    v = np.ones(M.shape[1], dtype=M.dtype)
+    with threadpool_limits(1):
+        M @ v
+        samples = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(repeat):
+                M @ v
+            samples.append((time.perf_counter() - t0) / repeat)
+    return float(np.median(samples))
+
+
+def nash_first_order(quick: bool = False, sizes=None, tol: float = 1e-6) -> None:
+    """RM+, PRM+ and CFR+ to ``tol`` against HiGHS on random U[-1,1] games, with a roofline of RM+.
+
+    HiGHS is timed with dual simplex and interior point (numtk's ``'lp'`` picks one of them by size).
+    On a matrix game CFR+ is RM+ (one infoset per player): same kernel, same iterations. The roofline:
+    an RM+ iteration makes two matrix-vector products over the strategies in the current supports
+    (float32 payoffs at this ``tol``), so its floor is about two single-thread BLAS sgemv of the same
+    matrix times the supports' share (about a half each); ``iter/sgemv`` is an iteration's time in
+    sgemv units, and ``level at`` the iteration count at which RM+ would tie the best HiGHS variant.
+    """
+    from numtk.games import MatrixGame, nash_equilibrium
+
+    sizes = sizes or ((100, 200) if quick else (100, 200, 500, 1000))
+    print(f"-- Nash of random n x n U[-1,1] games to gap {tol:g}: first-order methods against HiGHS "
+          f"(seconds, medians of interleaved runs)")
+    print(f"{'n':>5} {'method':<10} {'time':>9} {'vs best HiGHS':>14} {'iterations':>11} {'gap':>9} "
+          f"{'us/iter':>8} {'iter/sgemv':>10} {'level at':>9}")
+    for n in sizes:
+        M = random_matrix(n)
+        game = MatrixGame(M)
+        calls = {"highs-ds": lambda: nash_equilibrium(game, "lp", options={"highs_method": "highs-ds"}),
+                 "highs-ipm": lambda: nash_equilibrium(game, "lp", options={"highs_method": "highs-ipm"}),
+                 "rm+": lambda: nash_equilibrium(game, "rm+", tol=tol),
+                 "prm+": lambda: nash_equilibrium(game, "rm+", tol=tol, options={"predictive": True}),
+                 "cfr+": lambda: nash_equilibrium(game, "cfr+", tol=tol, max_iter=100_000)}
+        big = n >= 500
+        t = interleaved(calls, 1 if big else 3, warmup=not big, max_single=20.0)
+        best = min(t.medians["highs-ds"], t.medians["highs-ipm"])
+        sgemv = _gemv_seconds(M.astype(np.float32), 50 if big else 200)
+        for name in calls:
+            secs, res = t.medians[name], t.results[name]
+            row = f"{n:>5} {name:<10} {secs:9.4f} {best / secs:13.2f}x {res.n_iter:>11} {res.gap:9.1e}"
+            if name in ("rm+", "prm+", "cfr+"):
+                per = secs / res.n_iter
+                row += f" {per * 1e6:8.1f} {per / sgemv:10.2f} {int(best / per):>9}"
+            print(row)
+        print(f"{'':>5} (one single-thread sgemv of the {n} x {n} float32 matrix: {sgemv * 1e6:.1f} us)")
+
+
+def double_oracle_scale(quick: bool = False, sizes=None) -> None:
+    """The double oracle (with its hand-over to the LP, and without where affordable) against numtk's LP
+    and HiGHS's own method choice (``'highs'``) on random U[-1,1] games and on small-support games."""
+    from numtk.games import MatrixGame, colonel_blotto, elo_game, nash_equilibrium
+
+    sizes = sizes or ((200,) if quick else (200, 500, 1000))
+    print("-- double oracle against the LP (seconds; 'lp' is numtk's choice of HiGHS variant, 'highs' HiGHS's own)")
+    print(f"{'game':<22} {'method':<26} {'time':>9} {'vs lp':>8} {'rounds':>7} {'|value - lp|':>13}  how it ended")
+    games = [(f"U[-1,1] {n} x {n}", MatrixGame(random_matrix(n))) for n in sizes]
+    if not quick:
+        games += [("elo_game(1000)", elo_game(1000, rng=0)), ("colonel_blotto(10, 5)", colonel_blotto(10, 5))]
+    for label, game in games:
+        n = game.shape[0]
+        calls = {"lp": lambda: nash_equilibrium(game, "lp"),
+                 "highs": lambda: nash_equilibrium(game, "lp", options={"highs_method": "highs"}),
+                 "double_oracle": lambda: nash_equilibrium(game, "double_oracle")}
+        if n <= 300:  # the rounds alone need ~n/2 LPs on a random game: 610 s at 1000 x 1000
+            calls["double_oracle, no hand-over"] = lambda: nash_equilibrium(game, "double_oracle",
+                                                                           options={"lp_switch": None})
+        t = interleaved(calls, 1 if n >= 500 else 3, warmup=n < 500, max_single=20.0)
+        lp = t.medians["lp"]
+        for name in calls:
+            secs, res = t.medians[name], t.results[name]
+            print(f"{label:<22} {name:<26} {secs:9.3f} {secs / lp:7.2f}x {res.n_iter:>7} "
+                  f"{abs(res.value - t.results['lp'].value):13.1e}  {res.message[:60]}")

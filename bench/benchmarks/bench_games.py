@@ -37,7 +37,12 @@ class PopulationExploitability:
 
 
 class NashSolvers:
-    params = ([100, 300, 1000], ["rm+", "lp"])
+    """Random U[-1,1] games: the LP (numtk's HiGHS variant) against the first-order methods to gap 1e-6.
+
+    ``prm+`` is RM+ with ``options={'predictive': True}``; ``cfr+`` on a matrix game runs the RM+ kernel.
+    """
+
+    params = ([100, 200, 500, 1000], ["lp", "rm+", "prm+", "cfr+"])
     param_names = ["n", "method"]
     timeout = 300
 
@@ -49,7 +54,36 @@ class NashSolvers:
     def time_nash(self, n, method):
         from numtk.games import nash_equilibrium
 
-        nash_equilibrium(self.game, method, tol=1e-6 if method == "rm+" else None)
+        if method == "lp":
+            nash_equilibrium(self.game, "lp")
+        elif method == "prm+":
+            nash_equilibrium(self.game, "rm+", tol=1e-6, options={"predictive": True})
+        else:
+            nash_equilibrium(self.game, method, tol=1e-6, max_iter=100_000)
+
+
+class DoubleOracle:
+    """The double oracle (it hands over to the LP on dense random games) against numtk's LP and HiGHS's
+    own method choice, on random U[-1,1] games."""
+
+    params = ([200, 500, 1000], ["lp", "highs", "double_oracle"])
+    param_names = ["n", "method"]
+    timeout = 600
+    number = 1
+    repeat = (1, 3, 120.0)
+
+    def setup(self, n, method):
+        from numtk.games import MatrixGame
+
+        self.game = MatrixGame(random_matrix(n))
+
+    def time_nash(self, n, method):
+        from numtk.games import nash_equilibrium
+
+        if method == "highs":
+            nash_equilibrium(self.game, "lp", options={"highs_method": "highs"})
+        else:
+            nash_equilibrium(self.game, method)
 
 
 class CFRPlus:
