@@ -38,8 +38,19 @@ def _c(arr: np.ndarray, dtype: Any = None) -> np.ndarray:
     return np.require(arr, dtype=dtype, requirements="CA")
 
 
-def _threads(workers: Any) -> int:
-    return 1 if type(workers) is int and workers == 1 else n_threads(workers)
+# Grains of the compiled bf16 kernels (n_threads' cap: a second thread only from 2 grains of work). Measured
+# crossovers, workers=1 against 2 interleaved on 2 shared cores (bench/compare.py --kernels none --threads):
+# pack and round gain nothing below about 2 Mi entries (a few ms of work); unpack is memory-bound (0.2 ms per
+# Mi entries) and loses up to 2x with a second thread at 4 Mi; the decoding mat-vec pays from about 4 Mi
+# multiply-adds (a 1024 x 1024 expert times 4 vectors). The kernels' own floors (kPerThread, 2**18 entries or
+# multiply-adds per thread) stay below these.
+BF16_ELEMENTWISE_GRAIN = 2**20  # entries (pack, round)
+BF16_UNPACK_GRAIN = 2**23  # entries
+BF16_MATVEC_GRAIN = 2**21  # d_out * d_in * batch multiply-adds
+
+
+def _threads(workers: Any, work: int, grain: int) -> int:
+    return 1 if type(workers) is int and workers == 1 else n_threads(workers, work=work, grain=grain)
 
 
 def _magnitude(magnitude: Any) -> np.ndarray:
@@ -137,10 +148,11 @@ def _out(out: Any, shape: tuple[int, ...], W: np.ndarray, x: np.ndarray) -> np.n
 
 def _matvec(W: np.ndarray, x: Any, kind: int, out: Any, workers: Any, isa: int = 1) -> np.ndarray:
     """out = x @ W^T through the compiled kernel (kind 0: plain bf16 words, 1 / 2: expert 0 / 1)."""
-    threads = _threads(workers)
+    _threads(workers, 0, 1)  # validated before the data
     d_out, d_in = W.shape
     xs = _vectors(x, d_in)
     b = 1 if xs.ndim == 1 else xs.shape[0]
+    threads = _threads(workers, d_out * d_in * b, BF16_MATVEC_GRAIN)
     res = _out(out, (d_out,) if xs.ndim == 1 else (b, d_out), W, xs)
     _moe_ext.bf16_matvec(W, xs.reshape(b, d_in), res.reshape(b, d_out), kind, threads, isa)
     return res
@@ -276,8 +288,9 @@ def pack_bf16(magnitude: ArrayLike, mask_i: ArrayLike, mask_j: ArrayLike, sign_i
     """
     mode = UNDERFLOW_MODES.index(check_option(underflow, "underflow", UNDERFLOW_MODES))
     return_clamped = check_bool(return_clamped, "return_clamped")
-    threads = _threads(workers)
+    _threads(workers, 0, 1)  # validated before the data
     mag = _magnitude(magnitude)
+    threads = _threads(workers, mag.size, BF16_ELEMENTWISE_GRAIN)
     flags = [_flags(v, name, mag.shape) for v, name in ((mask_i, "mask_i"), (mask_j, "mask_j"),
                                                          (sign_i, "sign_i"), (sign_j, "sign_j"))]
     packed, clamped, invalid, first = _moe_ext.bf16_pack(mag, *flags, mode, threads)
@@ -359,8 +372,9 @@ def unpack_bf16(packed: ArrayLike, expert: int | None = None, *, as_float: bool 
     """
     expert = _expert(expert, allow_none=True)
     as_float = check_bool(as_float, "as_float")
-    threads = _threads(workers)
+    _threads(workers, 0, 1)  # validated before the data
     words = _words(packed)
+    threads = _threads(workers, words.size, BF16_UNPACK_GRAIN)
     if expert is None:
         magnitude, mask_i, mask_j, sign_i, sign_j = _moe_ext.bf16_unpack(words, threads)
         if as_float:
@@ -465,4 +479,4 @@ def _round_bf16(x: ArrayLike, *, workers: int = 1) -> np.ndarray:
     arr = as_array(x, "x", kinds="biuf")
     if arr.dtype not in (np.float32, np.float64):
         arr = arr.astype(np.float64)
-    return _moe_ext.bf16_round(_c(arr), _threads(workers))
+    return _moe_ext.bf16_round(_c(arr), _threads(workers, arr.size, BF16_ELEMENTWISE_GRAIN))

@@ -36,6 +36,11 @@ _INF = float("inf")
 
 # Above this many chunk rows and device entries (L * (N + P)), check the memory before planning.
 _CHECK_SIZE_FROM = 2**20
+# Layer-experts (layers x experts of the batch) below which a second planner thread (one per block of layers)
+# costs more than it saves: 128 Zipf layers of 64 experts (8192, about 3 ms on one thread) still ran at 0.5-0.8x
+# of the one-thread time with two threads on 2 shared cores (bench/compare.py --kernels none --threads), so
+# threads start from 2 * 2**14 (512 such layers).
+LLEP_GRAIN = 2**14
 # Bytes per such entry that a plan holds at its peak: the kernel's chunk buffer (4 int64 per chunk, about N + P
 # chunks a layer), the Result's copies of it (layer column, sizes, keys of the transfers) and its per-device
 # arrays (loads, ratios, peak memory).
@@ -478,6 +483,8 @@ def llep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, capacity_fa
     threads = 1 if callable(workers) or (type(workers) is int and workers == 1) else n_threads(workers)
     batch, single, pi, P, totals = _layers_and_placement(loads, placement, num_devices)
     L = batch.shape[0]
+    if threads > 1:
+        threads = n_threads(workers, work=batch.size, grain=LLEP_GRAIN)
     if memory_limit is None and expert_bytes is None and type(token_bytes) is int and token_bytes == 0:
         limit = None  # the common call: nothing to check
     else:
