@@ -34,6 +34,13 @@ _DENSE_MIN_DIM = 8
 _DENSE_MAX_ENTRIES = 2**22
 _COSTS = ("sqeuclidean", "euclidean")
 _KERNELS = ("rbf", "imq")
+# Grains of the threaded kernels (n_threads' cap: a second thread only from 2 grains of work), measured with
+# workers=1 against 2 interleaved on 2 shared cores (bench/compare.py --kernels none --threads). Sinkhorn
+# starts threads at every O(n m) pass: at 64 x 64 points two threads ran at 0.5-0.6x, at 256 x 256 (65536
+# pairs a pass, about 1.5 ms) at 1.1-1.3x. MMD's kernel sums: 0.4x at 64 points a side (d = 4), 0.9x at
+# 256, 1.0-1.1x from 1024 (2 * 1024**2 * 4 pair-dimensions).
+SINKHORN_GRAIN = 2**15  # pairs (rows x columns) per pass
+MMD_GRAIN = 2**22  # pairs x dimensions over the three kernel sums
 
 
 def _cloud(X: Any, name: str) -> np.ndarray:
@@ -176,6 +183,7 @@ def _solve(X, Y, a, b, eps, cost, max_iter, tol, threads):
     from numtk.sampling import _sampling_ext as ext
 
     kind = ext.SQEUCLIDEAN if cost == "sqeuclidean" else ext.EUCLIDEAN
+    threads = n_threads(threads, work=X.shape[0] * (X if Y is None else Y).shape[0], grain=SINKHORN_GRAIN)
     if Y is None:
         res = ext.sinkhorn_symmetric(X, a, eps, kind, max_iter, tol, threads)
     elif X.shape[1] >= _DENSE_MIN_DIM and X.shape[0] * Y.shape[0] <= _DENSE_MAX_ENTRIES:
@@ -398,6 +406,7 @@ def mmd(X: Any, Y: Any, *, kernel: str = "rbf", bandwidth: Any = "median", unbia
     from numtk.sampling import _sampling_ext as ext
 
     kind = ext.RBF if kernel == "rbf" else ext.IMQ
+    threads = n_threads(threads, work=(n * n + m * m + 2 * n * m) // 2 * X.shape[1], grain=MMD_GRAIN)
     sxx, syy, sxy = ext.kernel_sums(X, Y, kind, h, threads)
     if unbiased:
         return float(sxx / (n * (n - 1)) + syy / (m * (m - 1)) - 2.0 * sxy / (n * m))
