@@ -293,7 +293,7 @@ class PackedExperts(torch.nn.Module):
     def __init__(self, packed: Any, pairs: Any = None, *, backend: str = "auto", workers: Any = 1) -> None:
         super().__init__()
         self.backend = check_option(backend, "backend", _BACKENDS)
-        self.workers = n_threads(workers)
+        self.workers = n_threads(workers)  # each product caps it by its size (numtk.moe._bf16.BF16_MATVEC_GRAIN)
         mats, result_pairs = _layer(packed)
         if result_pairs is not None:
             if pairs is not None:
