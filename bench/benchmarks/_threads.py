@@ -71,12 +71,13 @@ def _moe_cases(quick):
 
     rng = np.random.default_rng(20261203)
     elem = _grain("numtk.moe._bf16", "BF16_ELEMENTWISE_GRAIN")
+    unpack = _grain("numtk.moe._bf16", "BF16_UNPACK_GRAIN")
     for n in (2**18, 2**20, 2**21, 2**22, 2**24):
         mag = rng.random(n).astype(np.float32)
         flags = [rng.random(n) < 0.5 for _ in range(4)]
         words = pack_bf16(mag, *flags)
         yield "moe.pack_bf16", "float32", n, n, elem, lambda w, mag=mag, flags=flags: pack_bf16(mag, *flags, workers=w)
-        yield "moe.unpack_bf16", "expert 0", n, n, _grain("numtk.moe._bf16", "BF16_UNPACK_GRAIN"), lambda w, words=words: unpack_bf16(words, 0, workers=w)
+        yield "moe.unpack_bf16", "expert 0", n, n, unpack, lambda w, words=words: unpack_bf16(words, 0, workers=w)
         yield "moe._round_bf16", "float64", n, n, elem, lambda w, x=mag.astype(np.float64): _round_bf16(x, workers=w)
     matvec = _grain("numtk.moe._bf16", "BF16_MATVEC_GRAIN")
     for d, batch in ((128, 1), (256, 4), (512, 4), (1024, 4), (2048, 8)):

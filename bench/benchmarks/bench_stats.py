@@ -102,6 +102,34 @@ class KendallTauInterval:
         numtk.stats.kendall_tau_interval(self.x, self.y, confidence=0.95, method=method)
 
 
+class KendallThreadCrossover:
+    """kendall_tau with workers=1, -1 and 2 forced past the grain, at sizes around KENDALL_GRAIN.
+
+    ``workers=-1`` should track ``workers=1`` below twice the grain (one thread) and not fall behind it above;
+    ``time_two_threads_forced`` is the threaded path where the grain would refuse it (the crossover).
+    ``bench/compare.py --kernels none --threads`` prints the same as paired ratios.
+    """
+
+    params = ([30_000, 100_000, 300_000, 1_000_000], ["continuous", "ties", "heavy_ties"])
+    param_names = ["n", "data"]
+    timeout = 300
+
+    def setup(self, n, data):
+        self.x, self.y = make_data(n, data)
+
+    def time_one_thread(self, n, data):
+        numtk.stats.kendall_tau(self.x, self.y, workers=1)
+
+    def time_all_cores(self, n, data):
+        numtk.stats.kendall_tau(self.x, self.y, workers=-1)
+
+    def time_two_threads_forced(self, n, data):
+        from numtk._lib._workers import uncapped
+
+        with uncapped():
+            numtk.stats.kendall_tau(self.x, self.y, workers=2)
+
+
 def timeraw_import_numtk():
     """``import numtk`` plus its first area, in a fresh interpreter, on top of numpy and scipy."""
     return "import numtk, numtk.stats", "import numpy, scipy"
