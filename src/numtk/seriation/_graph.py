@@ -72,6 +72,8 @@ def check_neighbor_count(k: int, n_rows: int, distinct: int | None = None) -> No
 #: the benchmarks projected to 3 coordinates (n = 1e5), cKDTree answered a 90-neighbour query 2.6x faster than
 #: scikit-learn's k-d tree, the same neighbours.
 KDTREE_MAX_DIM = 16
+#: Queries x neighbours per query thread (see _stage.py's _PCA_GRAIN for how the grains were measured).
+QUERY_GRAIN = 2.5e5
 
 
 class NeighborIndex:
@@ -95,7 +97,8 @@ class NeighborIndex:
     def kneighbors(self, points: np.ndarray, n_neighbors: int, return_distance: bool = True):
         if self._nn is not None:
             return self._nn.kneighbors(points, n_neighbors=n_neighbors, return_distance=return_distance)
-        dist, ind = self._tree.query(points, k=n_neighbors, workers=self.threads)
+        threads = n_threads(self.threads, work=len(points) * n_neighbors, grain=QUERY_GRAIN)
+        dist, ind = self._tree.query(points, k=n_neighbors, workers=threads)
         if n_neighbors == 1:  # cKDTree drops the axis for k = 1
             dist, ind = dist[:, None], ind[:, None]
         ind = ind.astype(np.int64, copy=False)

@@ -68,7 +68,13 @@ _WEIGHT_FLOOR = 1e-6
 # (see _seriation_ext.cpp, strong_aggregate). Measured CG iterations at tol 1e-8, n = 1e5, d = 100, noise 0.05:
 # spiral 1294 with every edge, 87 / 74 / 59 at 0.05 / 0.1 / 0.25; helix 53 with every edge, 47 at 0.1.
 _STRONG_EDGE = 0.25
-_THREADED_ROWS = 50_000  # below this many nodes the solver kernels run on one thread (spawn costs dominate)
+# Work per thread of the compiled kernels (n_threads caps the threads at work // grain): below it a second thread
+# cost more than it saved. Measured 1 against 2 threads, interleaved medians, on the shared 2-core machine under a
+# load of ~8 (so these are upper bounds of the crossover on an idle machine): local PCA (rows x points x
+# coordinates) 0.85x at 4.3e5, 1.12x at 1.7e6; Laplacian products (stored entries) 1.00x at 6.4e5; cKDTree
+# queries (queries x neighbours, in _graph.py) 1.02x at 3.2e4, 0.93-1.06x up to 5e5.
+_PCA_GRAIN = 1e6
+_CSR_GRAIN = 4e5
 _MAX_ITER = C_INT_MAX  # iteration counts are C ints in the compiled kernels
 
 
@@ -98,6 +104,7 @@ def _local_pca(X: np.ndarray, neighbors: np.ndarray, threads=1,
         with MapWrapper(threads) as mapper:
             parts = list(mapper(functools.partial(_pca_task, X, tol=tol), chunks))
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    threads = n_threads(threads, work=neighbors.size * X.shape[1], grain=_PCA_GRAIN)
     tangents, ratio, _ = _seriation_ext.local_pca(X, neighbors, threads, 64, tol)
     return tangents, ratio
 
@@ -424,11 +431,11 @@ def _synchronise(W: sp.csr_matrix, tangents: np.ndarray, max_iter: int, threads:
     indptr, indices, w = _csr_arrays(W)
     n = W.shape[0]
     T = np.ascontiguousarray(tangents, dtype=np.float64)
-    c = ext.edge_cosines(T, indptr, indices, threads)
+    c = ext.edge_cosines(T, indptr, indices, n_threads(threads, work=indices.size * T.shape[1], grain=_CSR_GRAIN))
     h = w * c
     order, parent = _spanning_tree(indptr, indices, 3.0 - np.abs(h))
     z = ext.tree_signs(indptr, indices, h, order, parent, np.ones(n))
-    z, _ = ext.power_signs(indptr, indices, h, z, max_iter, threads)
+    z, _ = ext.power_signs(indptr, indices, h, z, max_iter, n_threads(threads, work=indices.size, grain=_CSR_GRAIN))
     frustration = ext.frustration(indptr, indices, w, c, z)
     signs = z.astype(np.int8)
     if return_tree:
@@ -493,8 +500,8 @@ def _integrate(X: np.ndarray, W: sp.csr_matrix, oriented: np.ndarray, *, solver:
     Returns a Result with ``embedding`` f, ``rhs`` b, ``increments`` (d per stored entry of W),
     ``residual`` ||b - L f|| / ||b||, ``misfit`` (the relative least-squares misfit
     ||W_E^1/2 (B f - d)|| / ||W_E^1/2 d||), ``n_iter`` (CG iterations; 0 for the direct solve, or the number of
-    refinement steps) and ``success`` (the residual reached ``tol``). ``tree`` = (order, parent) of a spanning tree for the 'tree'
-    preconditioner (computed as a maximum spanning tree of W when None).
+    refinement steps) and ``success`` (the residual reached ``tol``). ``tree`` = (order, parent) of a spanning
+    tree for the 'tree' preconditioner (computed as a maximum spanning tree of W when None).
     """
     from numtk.seriation import _seriation_ext as ext
 
@@ -502,8 +509,9 @@ def _integrate(X: np.ndarray, W: sp.csr_matrix, oriented: np.ndarray, *, solver:
     indptr, indices, w = _csr_arrays(W)
     X = np.ascontiguousarray(X, dtype=np.float64)
     oriented = np.ascontiguousarray(oriented, dtype=np.float64)
-    kernel_threads = threads if n >= _THREADED_ROWS else 1
-    dv, b = ext.increments(X, oriented, indptr, indices, w, threads)
+    kernel_threads = n_threads(threads, work=indices.size, grain=_CSR_GRAIN)
+    dv, b = ext.increments(X, oriented, indptr, indices, w,
+                           n_threads(threads, work=indices.size * X.shape[1], grain=_CSR_GRAIN))
     rows = np.repeat(np.arange(n), np.diff(indptr))
     deg = np.bincount(rows, weights=w, minlength=n)
     n_comp, labels = components(W)
@@ -942,4 +950,5 @@ def _small_or_line(X, U, inverse, root, basis=None, scale=1.0) -> Result:
                   n_iter=0, success=True, status="converged",
                   message="exact without a solve (at most two distinct rows, or one coordinate)", n_components=1,
                   labels=np.zeros(n, dtype=np.int64), frustration=0.0, tangent_neighbors=0, tangent_fit_points=0,
-                  isotropy=np.zeros(n), transverse_edges=0, pca_components=None if basis is None else int(basis.shape[1]))
+                  isotropy=np.zeros(n), transverse_edges=0,
+                  pca_components=None if basis is None else int(basis.shape[1]))
