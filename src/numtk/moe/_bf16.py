@@ -39,14 +39,15 @@ def _c(arr: np.ndarray, dtype: Any = None) -> np.ndarray:
 
 
 # Grains of the compiled bf16 kernels (n_threads' cap: a second thread only from 2 grains of work). Measured
-# crossovers, workers=1 against 2 interleaved on 2 shared cores (bench/compare.py --kernels none --threads):
-# pack and round gain nothing below about 2 Mi entries (a few ms of work); unpack is memory-bound (0.2 ms per
-# Mi entries) and loses up to 2x with a second thread at 4 Mi; the decoding mat-vec pays from about 4 Mi
-# multiply-adds (a 1024 x 1024 expert times 4 vectors). The kernels' own floors (kPerThread, 2**18 entries or
-# multiply-adds per thread) stay below these.
+# with workers=1 against 2 forced, interleaved, on 2 cores shared with other jobs (bench/compare.py --kernels
+# none --threads): pack and round ran at 0.7-1.0x below about 2 Mi entries (a few ms of work) and 1.1-1.4x
+# from 2-16 Mi; unpack is memory-bound (under 1 ms per Mi entries) and ran at 0.3-0.7x up to 4 Mi; the
+# decoding mat-vec ran at 0.1-0.9x up to 4 Mi multiply-adds (a 1024 x 1024 expert times 4 vectors: a thread
+# that starts late holds the call up by more than the product takes). The kernels' own floors (2**18 entries
+# or multiply-adds per thread) stay below these.
 BF16_ELEMENTWISE_GRAIN = 2**20  # entries (pack, round)
 BF16_UNPACK_GRAIN = 2**23  # entries
-BF16_MATVEC_GRAIN = 2**21  # d_out * d_in * batch multiply-adds
+BF16_MATVEC_GRAIN = 2**23  # d_out * d_in * batch multiply-adds
 
 
 def _threads(workers: Any, work: int, grain: int) -> int:

@@ -36,10 +36,10 @@ _INF = float("inf")
 
 # Above this many chunk rows and device entries (L * (N + P)), check the memory before planning.
 _CHECK_SIZE_FROM = 2**20
-# Layer-experts (layers x experts of the batch) below which a second planner thread (one per block of layers)
-# costs more than it saves: 128 Zipf layers of 64 experts (8192, about 3 ms on one thread) still ran at 0.5-0.8x
-# of the one-thread time with two threads on 2 shared cores (bench/compare.py --kernels none --threads), so
-# threads start from 2 * 2**14 (512 such layers).
+# Layer-experts (layers x experts of the batch) per planner thread (one per block of layers): 128 Zipf layers of
+# 64 experts (8192, about 3 ms on one thread) ran at 0.1-0.8x of the one-thread time with two threads on 2
+# shared cores, 512 and 2048 layers at 1.0x (bench/compare.py --kernels none --threads), so threads start from
+# 2 * 2**14 (512 such layers).
 LLEP_GRAIN = 2**14
 # Bytes per such entry that a plan holds at its peak: the kernel's chunk buffer (4 int64 per chunk, about N + P
 # chunks a layer), the Result's copies of it (layer column, sizes, keys of the transfers) and its per-device

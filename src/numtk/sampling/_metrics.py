@@ -36,9 +36,9 @@ _COSTS = ("sqeuclidean", "euclidean")
 _KERNELS = ("rbf", "imq")
 # Grains of the threaded kernels (n_threads' cap: a second thread only from 2 grains of work), measured with
 # workers=1 against 2 interleaved on 2 shared cores (bench/compare.py --kernels none --threads). Sinkhorn
-# starts threads at every O(n m) pass: at 64 x 64 points two threads ran at 0.5-0.6x, at 256 x 256 (65536
-# pairs a pass, about 1.5 ms) at 1.1-1.3x. MMD's kernel sums: 0.4x at 64 points a side (d = 4), 0.9x at
-# 256, 1.0-1.1x from 1024 (2 * 1024**2 * 4 pair-dimensions).
+# starts threads at every O(n m) pass: at 64 x 64 and 128 x 128 points two threads ran at 0.2-0.6x, at
+# 256 x 256 (65536 pairs a pass, about 1.5 ms) at 0.9-1.3x. MMD's kernel sums: 0.03-0.4x at 64 points a side
+# (d = 4), 0.5-0.9x at 256, 1.0-1.1x from 1024 (2 * 1024**2 * 4 pair-dimensions).
 SINKHORN_GRAIN = 2**15  # pairs (rows x columns) per pass
 MMD_GRAIN = 2**22  # pairs x dimensions over the three kernel sums
 
