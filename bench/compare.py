@@ -8,6 +8,7 @@ Usage::
     python bench/compare.py --kernels none --counterfactual   # group maps vs cvxpy and DAQP only
     python bench/compare.py --kernels none --sampling         # sampler fit, log Z, ESS; Sinkhorn, MMD
     python bench/compare.py --kernels none --sampling-hard    # many-well, funnel, double well, GMM-40 (minutes each)
+    python bench/compare.py --kernels none --threads          # thread crossovers of the compiled kernels
 
 The sections and their flags come from the registry of areas (``numtk._lib._registry``): each area
 names its flag and the function of ``bench/benchmarks/`` that runs it. ``--kernels`` (on by default)
