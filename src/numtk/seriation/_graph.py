@@ -286,7 +286,7 @@ def _closest_pair_tree(X: np.ndarray, labels: np.ndarray, n_components: int) -> 
 
 
 def _tangent_pair_tree(X: np.ndarray, labels: np.ndarray, n_components: int, tangents: np.ndarray,
-                       isotropy: np.ndarray) -> np.ndarray:
+                       isotropy: np.ndarray, threads: int = 1) -> np.ndarray:
     """Edges (C - 1, 2) of a minimum spanning tree over components, each candidate the pair of least
     tangent-aware cost among the 48 nearest points outside its component of each point (both sides query: a
     dense strand near one end can crowd the other end out of its list); components that no such pair joins
@@ -297,27 +297,34 @@ def _tangent_pair_tree(X: np.ndarray, labels: np.ndarray, n_components: int, tan
     from sklearn.neighbors import NearestNeighbors
 
     n = X.shape[0]
-    everything = NearestNeighbors().fit(X)
+    everything = NeighborIndex(X, threads)
+    sizes = np.bincount(labels, minlength=n_components)
     by_label = np.argsort(labels, kind="stable")
-    bounds = np.r_[0, np.cumsum(np.bincount(labels, minlength=n_components))]
+    bounds = np.r_[0, np.cumsum(sizes)]
     rows, cols = [], []
-    for c in range(n_components):
+    # Components of up to _BRIDGE_SMALL points: one query per size class (sizes in (2^(j-1), 2^j]) of all their
+    # points, each row cut to its component's size + 48 nearest (a loop over thousands of small components
+    # cost more than all the rest of stage at n = 1e6).
+    small = sizes[labels] <= _BRIDGE_SMALL
+    size_class = np.ceil(np.log2(np.maximum(sizes[labels], 1))).astype(np.int64)
+    for j in np.unique(size_class[small]):
+        pts = np.flatnonzero(small & (size_class == j))
+        width = min(n, (1 << int(j)) + _BRIDGE_CANDIDATES)
+        ind = everything.kneighbors(X[pts], n_neighbors=width, return_distance=False)
+        within = np.arange(width)[None, :] < (sizes[labels[pts]] + _BRIDGE_CANDIDATES)[:, None]
+        out = within & (labels[ind] != labels[pts][:, None])
+        rows.append(np.broadcast_to(pts[:, None], ind.shape)[out])
+        cols.append(ind[out])
+    for c in np.flatnonzero(sizes > _BRIDGE_SMALL):
         own = by_label[bounds[c]:bounds[c + 1]]
-        if own.size <= _BRIDGE_SMALL:
-            ind = everything.kneighbors(X[own], n_neighbors=min(n, own.size + _BRIDGE_CANDIDATES),
-                                        return_distance=False)
-            r, cand = np.repeat(own, ind.shape[1]), ind.ravel()
-            out = labels[cand] != c
-            r, cand = r[out], cand[out]
-        else:
-            # Only points within (1 + penalty) times the component's closest approach can beat that pair's cost.
-            outside = np.flatnonzero(labels != c)
-            tree = NearestNeighbors().fit(X[outside])
-            d1 = tree.kneighbors(X[own], n_neighbors=1)[0][:, 0]
-            near = own[d1 <= (1.0 + _BRIDGE_NORMAL_PENALTY) * d1.min()]
-            q = min(_BRIDGE_CANDIDATES, outside.size)
-            ind = tree.kneighbors(X[near], n_neighbors=q, return_distance=False)
-            r, cand = np.repeat(near, q), outside[ind.ravel()]
+        # Only points within (1 + penalty) times the component's closest approach can beat that pair's cost.
+        outside = np.flatnonzero(labels != c)
+        tree = NearestNeighbors().fit(X[outside])
+        d1 = tree.kneighbors(X[own], n_neighbors=1)[0][:, 0]
+        near = own[d1 <= (1.0 + _BRIDGE_NORMAL_PENALTY) * d1.min()]
+        q = min(_BRIDGE_CANDIDATES, outside.size)
+        ind = tree.kneighbors(X[near], n_neighbors=q, return_distance=False)
+        r, cand = np.repeat(near, q), outside[ind.ravel()]
         rows.append(r)
         cols.append(cand)
     rows, cols = np.concatenate(rows), np.concatenate(cols)
@@ -346,8 +353,9 @@ def _tangent_pair_tree(X: np.ndarray, labels: np.ndarray, n_components: int, tan
 
 def bridge_components(X: np.ndarray, W: sp.csr_matrix, labels: np.ndarray, n_components: int,
                       tangents: np.ndarray | None = None,
-                      isotropy: np.ndarray | None = None) -> tuple[sp.csr_matrix, np.ndarray]:
-    """Join the components of W by the edges of a minimum spanning tree over components.
+                      isotropy: np.ndarray | None = None, threads: int = 1) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Join the components of W by the edges of a minimum spanning tree over components (``threads``: query
+    threads of the tangent-aware search).
 
     Without tangents, each candidate edge between two components is their closest pair of points. With unit
     ``tangents`` (and the ``isotropy`` lambda_2 / lambda_1 of each point's local PCA), the candidates pair each
@@ -360,7 +368,7 @@ def bridge_components(X: np.ndarray, W: sp.csr_matrix, labels: np.ndarray, n_com
     if tangents is None:
         edges = _closest_pair_tree(X, labels, n_components)
     else:
-        edges = _tangent_pair_tree(X, labels, n_components, tangents, isotropy)
+        edges = _tangent_pair_tree(X, labels, n_components, tangents, isotropy, threads)
     # A bridge is the only link between its two sides, so a least-squares fit over the graph satisfies
     # it exactly whatever its weight; a Gaussian weight of a long bridge would underflow and ruin the
     # conditioning, so bridges take the graph's median weight.

@@ -852,7 +852,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     W, n_transverse = _drop_transverse(P, W, tangents, isotropy)
     n_split, split = components(W) if n_transverse or n_comp > 1 else (1, None)
     if n_split > 1:  # join the pieces along the tangents: the gap along the curve, not the jump to another strand
-        W, _ = bridge_components(P, W, split, n_split, tangents, isotropy)
+        W, _ = bridge_components(P, W, split, n_split, tangents, isotropy, n_jobs)
     if W.nnz and weights == "gaussian":
         W.data = np.maximum(W.data, _WEIGHT_FLOOR * float(np.median(W.data)))
     signs, frustration, tree = _synchronise(W, tangents, max_sync_iter, kernel_threads, return_tree=True)
