@@ -33,8 +33,8 @@ _MAX_N = 2**32 - 1
 # Observations (n) per thread of the Kendall pass (kendall_counts): n_threads starts a second thread from
 # n = 2 * KENDALL_GRAIN. Measured with workers=1 against 2 forced, interleaved, on 2 cores shared with other
 # jobs (bench/compare.py --kernels none --threads): the pass has 7 to 10 fork-joins of 25-50 us each, and two
-# threads ran at 0.75-1.0x of one at n = 1e5 (every tie pattern), at 0.8-1.05x from 3e5 to 1e6 with the
-# cores busy (load 5 to 11), where a quiet machine gains.
+# threads ran at 0.44-1.0x of one at n = 1e5 in seven of eight runs over four tie patterns, at 0.8-1.05x
+# from 3e5 to 1e6 with the cores busy (load 5 to 12).
 KENDALL_GRAIN = 100_000
 
 
