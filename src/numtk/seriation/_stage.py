@@ -5,16 +5,18 @@ Pipeline (each step's cost at n points, k graph neighbours, k_p PCA neighbours, 
 1. optional global PCA of the distinct rows onto their m leading directions ('auto': the directions above the
    noise level, when the data are clearly low rank), which makes the neighbour search tree-based and everything
    after it cheaper (O(n d^2));
-2. neighbours from scikit-learn, one query serving the graph and the local PCA;
+2. neighbours: SciPy's cKDTree (threaded queries) in up to 16 coordinates, else scikit-learn; one query of k + 1
+   points per point serves the graph;
 3. local PCA tangents, compiled (Lanczos per neighbourhood, threaded), the neighbourhood size chosen on a random
-   probe of at most 1000 points; large sizes use the nearest points of a random thinning of the cloud; points whose
+   probe of at most 1000 points; large sizes fit the nearest points of a random thinning of the cloud, at the
+   kept points only, every point taking its nearest kept point's tangent (O(n fit / k_p) fits); points whose
    neighbourhood is not line-like fall back to a smaller one;
 4. the graph edges that run across the tangents (between strands of the curve closer than the k-NN radius) are
    dropped, and the pieces joined along the tangents (O(n k d));
 5. Z2 sign synchronisation: scipy's minimum spanning tree, then compiled propagation and power iterations;
 6. compiled signed increments and right-hand side, then the Laplacian solve: compiled conjugate gradients with
-   a two-level preconditioner (Jacobi plus a coarse correction on greedy aggregates of the graph, the coarse
-   system factored by SuperLU), or the spanning tree of step 5, or Jacobi; or a grounded sparse LU.
+   a two-level preconditioner (Jacobi plus a coarse correction on greedy aggregates grown along strong edges, the
+   coarse system factored by SuperLU), or the spanning tree of step 5, or Jacobi; or a grounded sparse LU.
 """
 
 from __future__ import annotations
@@ -625,7 +627,8 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         of at most 1000 points and keeps the first whose median eigenvalue ratio
         :math:`\lambda_2/\lambda_1` is at most 0.4 (else the size of the smallest median). Sizes above
         q = max(6k, 64) (large n) fit the q nearest points of a random thinning of the cloud that keeps a
-        fraction q / size of it: the same radius at the cost of q points. A point whose own ratio at that
+        fraction q / size of it: the same radius at the cost of q points; only the kept points are fitted,
+        and every point takes the tangent (and ratio) of its nearest kept point. A point whose own ratio at that
         size exceeds 0.4 (typically its neighbourhood reaches a second strand of the curve, such as the
         next arm of a spiral) takes the tangent of the largest smaller neighbourhood (the smaller sizes
         tried, then max(k, 10)) whose ratio is at most 0.05, if any. An int is used as given (exact
@@ -757,16 +760,25 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     noise tube is many points wide (measured on the benchmark helix in d = 100: 300 iterations at
     n = 1e4, 1150 at n = 1e5). The default 'aggregation' preconditioner is two-level:
     :math:`M^{-1} = D^{-1} + P (P^T L P)^{-1} P^T`, with :math:`P` the indicator matrix of greedy
-    aggregates of the graph (a node and its free neighbours, about k nodes each) and the coarse
+    aggregates of the graph (a node and its free neighbours along strong edges, those of weight at least
+    a quarter of the larger of the two endpoints' heaviest edges; about k nodes each) and the coarse
     Laplacian, grounded per component, factored once by SuperLU. The coarse space carries the error that
-    is smooth along the graph, Jacobi the rough error; the iteration count stays near 50-70 at
-    `tol` = 1e-8 from n = 1e3 to 1e5. 'direct' factors the grounded system (SuperLU, COLAMD) and refines;
-    exact, but its fill grows with the width of the tube (n = 1e5: tens of seconds).
+    is smooth along the graph, Jacobi the rough error. The coarse graph is path-like too, so its sparse
+    factors stay nearly as sparse as the graph (fill about 2) and the coarse solve is linear in n.
+    Restricting aggregates to strong edges keeps a weak edge to another strand (the next arm of a
+    spiral) from tying two strands into one aggregate: with every edge the iteration count on the
+    spiral grew from 70 to 1294 between n = 2e4 and 1e5; along strong edges it stayed at 46-59 at
+    `tol` = 1e-8 from n = 2e3 to 1e5 on the helix and the spiral (helix, n = 1e6: 50). 'direct'
+    factors the grounded system (SuperLU, COLAMD) and refines; exact, but its fill grows with the width
+    of the tube (n = 1e5: tens of seconds).
 
     *Costs.* With the default principal projection the neighbour search runs on a few coordinates
-    with scikit-learn's trees instead of brute force in all features, and local PCA, synchronisation and
-    solve are linear in n. For more than 1000 distinct rows the result depends on `rng` (the probe of
-    the neighbourhood size and, at large n, the thinnings).
+    with a k-d tree instead of brute force in all features, and local PCA, synchronisation and solve
+    are linear in n: at a fixed curve and noise the 'auto' neighbourhood size grows with n, but the
+    local PCA fits a bounded number of points at a thinning of the cloud whose size stays about
+    constant. Each compiled kernel uses as many of the `workers` threads as its work justifies. For
+    more than 1000 distinct rows the result depends on `rng` (the probe of the neighbourhood size and,
+    at large n, the thinnings).
 
     References
     ----------
