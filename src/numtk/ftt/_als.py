@@ -4,8 +4,11 @@ The cores are kept in the mixed-canonical gauge: every core left of the one bein
 left-orthonormal and every core right of it right-orthonormal, in the orthonormal coordinates of the
 bases (B-spline coefficients are mapped through the upper Cholesky factor of their Gram matrix). The
 normal equations of one core are assembled in row chunks by the compiled kernel, which writes only the
-distinct products of the Kronecker factors L (x) phi (x) R; one BLAS GEMM per chunk finishes them. The
-full design matrix is never formed.
+distinct products of the Kronecker factors L (x) phi (x) R; one BLAS GEMM per chunk finishes them. For
+polynomial bases the n(n + 1)/2 products of two basis functions span only 2n - 1 functions, and a second
+compiled kernel contracts the Kronecker pairs with those 2n - 1 (:func:`product_basis`): 3.4x fewer flops
+for n = 12. The full design matrix is never formed. The interfaces are updated incrementally, one GEMM
+with the new core per update.
 """
 
 from __future__ import annotations
@@ -73,6 +76,71 @@ def absorb_left(core: np.ndarray, rmat: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------------------
+# interfaces
+
+def dense_rows(Phi: np.ndarray) -> bool:
+    """Whether the basis rows are dense (Legendre, Hermite) rather than sparse (B-splines of n >= 8)."""
+    if len(Phi) == 0:
+        return True
+    return 2 * int(np.count_nonzero(Phi[:256], axis=1).max()) > Phi.shape[1]
+
+
+def _over_rows(fn, M, threads, min_rows=4096):
+    """``fn(lo, hi)`` on ``threads`` contiguous slices of ``[0, M)`` in Python threads (NumPy's GEMM and
+    einsum release the GIL)."""
+    threads = max(1, min(int(threads), M // min_rows))
+    if threads == 1:
+        fn(0, M)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    bounds = [M * t // threads for t in range(threads + 1)]
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(fn, bounds[:-1], bounds[1:]))
+
+
+def interface_left(L, Phi, C, threads=1, dense=True):
+    """``out[m, c] = sum_{a, i} L[m, a] Phi[m, i] C[a, i, c]``: the left interface of the next core.
+
+    Dense rows: one GEMM ``Phi @ C`` (the core's matrices at every row) and a batched row-vector product,
+    O(M n ra rb) at BLAS speed (6x faster than the compiled loop, which skips the zeros of sparse rows and
+    serves those)."""
+    if not dense:
+        from numtk.ftt import _ftt_ext
+
+        return _ftt_ext.interface_left(L, Phi, C, threads)
+    ra, n, rb = C.shape
+    Cm = np.ascontiguousarray(C.transpose(1, 0, 2)).reshape(n, ra * rb)
+    out = np.empty((len(L), rb))
+
+    def part(lo, hi):
+        G = (Phi[lo:hi] @ Cm).reshape(hi - lo, ra, rb)
+        np.einsum("ma,mab->mb", L[lo:hi], G, out=out[lo:hi])
+
+    _over_rows(part, len(L), threads)
+    return out
+
+
+def interface_right(R, Phi, C, threads=1, dense=True):
+    """``out[m, a] = sum_{i, c} C[a, i, c] Phi[m, i] R[m, c]``: the right interface of the previous core
+    (see :func:`interface_left`)."""
+    if not dense:
+        from numtk.ftt import _ftt_ext
+
+        return _ftt_ext.interface_right(R, Phi, C, threads)
+    ra, n, rb = C.shape
+    Cm = np.ascontiguousarray(C.transpose(1, 0, 2)).reshape(n, ra * rb)
+    out = np.empty((len(R), ra))
+
+    def part(lo, hi):
+        G = (Phi[lo:hi] @ Cm).reshape(hi - lo, ra, rb)
+        np.einsum("mab,mb->ma", G, R[lo:hi], out=out[lo:hi])
+
+    _over_rows(part, len(R), threads)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
 # normal equations
 
 @lru_cache(maxsize=256)
@@ -112,13 +180,82 @@ def _sum_over_rows(fn, n_train, threads, min_rows=2048):
     return first, second
 
 
-def normal_equations(L, Phi, R, w, y, n_train, penalty, threads=1):
-    """G = A^T W A / sum(w) + penalty and b = A^T W y / sum(w) over the first n_train rows."""
+@lru_cache(maxsize=64)
+def product_basis(basis) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(I, J, C)`` with ``phi_i phi_i' = sum_l phi_I[l] phi_J[l] C[l, (i, i')]`` for every pair ``i <= i'``.
+
+    The products of two polynomials of degree below n span the polynomials of degree at most 2n - 2: 2n - 1
+    functions instead of the n(n + 1)/2 pairs. The 2n - 1 products ``phi_{l // 2} phi_{(l + 1) // 2}`` (one of
+    each degree, the best conditioned choice of those tried) are such a basis, so the Kronecker assembly of
+    :func:`normal_equations` multiplies by them only (23 instead of 78 columns for n = 12) and maps the result to every pair by C. C is fitted once by weighted least squares on Gauss nodes of the
+    basis' measure (exact up to round-off); ``None`` where the products are ill-conditioned (condition
+    number over 1e5: Hermite beyond n = 12), for B-splines (piecewise: no such identity; their rows are
+    sparse anyway) and for n < 3 (no saving). The identity holds inside the box only: bounded
+    bases extend linearly outside it, and the caller checks that the rows lie inside.
+    """
+    from numtk.ftt import _basis
+
+    n = basis.n
+    if basis.kind == "bspline" or n < 3:
+        return None
+    I = np.arange(2 * n - 1) // 2
+    J = (np.arange(2 * n - 1) + 1) // 2
+    x, wq = _basis.natural_quadrature(type(basis)(basis.kind, 2 * n + 2, basis.p0, basis.p1))
+    phi = _basis.evaluate(basis, x)[0]
+    iu, ju = np.triu_indices(n)
+    sw = np.sqrt(wq)[:, None]  # weighted rows: Hermite values grow fast away from the centre
+    pairs = sw * phi[:, iu] * phi[:, ju]
+    sub = sw * phi[:, I] * phi[:, J]
+    C, _, _, sv = np.linalg.lstsq(sub, pairs, rcond=None)
+    # C is as accurate as the products are well conditioned: Legendre's stay below 20 up to n = 64, Hermite's
+    # grow from 1e3 (n = 8) past 1e5 at n = 13 (G would lose digits to it there)
+    if sv[-1] <= 1e-5 * sv[0] or np.max(np.abs(sub @ C - pairs)) > 1e-12 * max(1.0, float(np.max(np.abs(pairs)))):
+        return None
+    return I, J, np.ascontiguousarray(C)
+
+
+def product_bases(bases, X, extrapolate) -> list:
+    """:func:`product_basis` of every coordinate whose rows of ``X`` give the identity: Hermite, clipped
+    bounded bases, or linear extrapolation with every row inside the box; ``None`` elsewhere."""
+    out = []
+    for k, b in enumerate(bases):
+        ok = (b.kind == "hermite" or extrapolate == "clip"
+              or (len(X) > 0 and X[:, k].min() >= b.p0 and X[:, k].max() <= b.p1))
+        out.append(product_basis(b) if ok else None)
+    return out
+
+
+def _normal_equations_products(L, Phi, R, w, y, n_train, penalty, threads, products):
+    """:func:`normal_equations` through the 2n - 1 products of :func:`product_basis`.
+
+    The compiled kernel accumulates ``S = sum_m Z_m Ys_m^T``, where ``Z_m = w_m (L L) (x) (R R)`` holds the
+    Kronecker pairs (a <= a', c <= c') and ``Ys_m`` the 2n - 1 basis products, with a 4 x 12 register tile
+    of S and the rows of Z formed on the fly (never stored), and the right-hand side ``B = sum_m w_m y_m
+    (L (x) R)_m Phi_m^T`` the same way. S is mapped to all n(n + 1)/2 basis pairs once, by C, and gathered
+    into the P x P matrix as in the Kronecker assembly."""
+    from numtk.ftt import _ftt_ext
+
+    I, J, Cmap = products
+    ra, n, rb = L.shape[1], Phi.shape[1], R.shape[1]
+    S, B = _ftt_ext.normal_products(L, Phi, R, w, y, I, J, 0, n_train, threads)
+    wsum = float(np.sum(w[:n_train]))
+    G = (S @ Cmap).ravel()[_gather_index(ra, n, rb)] / wsum
+    G += penalty
+    b = B.reshape(ra, rb, n).transpose(0, 2, 1).ravel() / wsum
+    return G, b
+
+
+def normal_equations(L, Phi, R, w, y, n_train, penalty, threads=1, products=None):
+    """G = A^T W A / sum(w) + penalty and b = A^T W y / sum(w) over the first n_train rows.
+
+    ``products``: the coordinate's :func:`product_basis` (or None), for the reduced assembly."""
     from numtk.ftt import _ftt_ext
 
     ra, n, rb = L.shape[1], Phi.shape[1], R.shape[1]
     if sparse_rows(Phi, ra, rb, directional=False):
         return _normal_equations_sparse(L, None, Phi, None, R, None, w, y, n_train, penalty, threads)
+    if products is not None:
+        return _normal_equations_products(L, Phi, R, w, y, n_train, penalty, threads, products)
     pa, pn, pb = ra * (ra + 1) // 2, n * (n + 1) // 2, rb * (rb + 1) // 2
 
     def part(lo, hi):
@@ -325,7 +462,7 @@ def _rmse(pred, y, w):
 
 
 def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adaptive, max_rank, rank_tol, rng,
-        progress=False, callback=None, dphis=None, D=None, threads=1):
+        progress=False, callback=None, dphis=None, D=None, threads=1, products=None):
     """Fit the cores in place by ALS. Returns (best_cores, history, n_sweeps, status, message).
 
     ``callback(intermediate_result)`` is called after each sweep (a Result: ``n_iter``, ``train_rmse``,
@@ -335,6 +472,7 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
     ``phis[k]`` is the (M, n_k) basis matrix of coordinate k over all rows (the first ``n_train`` rows
     are the training rows, the others the validation rows); ``w`` the sample weights. With ``D`` (M, d)
     and the first-derivative bases ``dphis``, the model fitted to ``y`` is ``f(x) + D . grad f(x)``.
+    ``products[k]``: coordinate k's :func:`product_basis` where its rows allow the reduced assembly.
     """
     from numtk.ftt import _ftt_ext
 
@@ -346,6 +484,8 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
     floor = 1e-12 * y_scale
     cores = [np.ascontiguousarray(c, dtype=float) for c in cores]
     ones = np.ones((M, 1))
+    products = [None] * d if products is None else list(products)
+    dense = [dense_rows(p) for p in phis]
 
     # right-orthogonalise cores d-1..1 and build the right interfaces
     for k in range(d - 1, 0, -1):
@@ -366,15 +506,15 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
         DRint[d - 1] = np.zeros((M, 1))
 
     def update_left(k):
-        Lint[k + 1] = _ftt_ext.interface_left(Lint[k], phis[k], cores[k], threads)
+        Lint[k + 1] = interface_left(Lint[k], phis[k], cores[k], threads, dense[k])
         if directional:
-            DLint[k + 1] = (_ftt_ext.interface_left(DLint[k], phis[k], cores[k], threads)
+            DLint[k + 1] = (interface_left(DLint[k], phis[k], cores[k], threads, dense[k])
                             + _ftt_ext.interface_left(Lint[k], vphis[k], cores[k], threads))
 
     def update_right(k):
-        Rint[k - 1] = _ftt_ext.interface_right(Rint[k], phis[k], cores[k], threads)
+        Rint[k - 1] = interface_right(Rint[k], phis[k], cores[k], threads, dense[k])
         if directional:
-            DRint[k - 1] = (_ftt_ext.interface_right(DRint[k], phis[k], cores[k], threads)
+            DRint[k - 1] = (interface_right(DRint[k], phis[k], cores[k], threads, dense[k])
                             + _ftt_ext.interface_right(Rint[k], vphis[k], cores[k], threads))
 
     for k in range(d - 1, 0, -1):
@@ -388,7 +528,7 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
         if directional:
             G, b = normal_equations_rows(*args, w, y, n_train, pen, threads)
         else:
-            G, b = normal_equations(Lint[k], phis[k], Rint[k], w, y, n_train, pen, threads)
+            G, b = normal_equations(Lint[k], phis[k], Rint[k], w, y, n_train, pen, threads, products[k])
         x = solve_spd(G, b, rcond_min=RCOND_QR, threads=threads)
         if x is None:
             x = solve_qr(*args, w, y, n_train, pen)
@@ -410,7 +550,8 @@ def als(phis, y, w, n_train, cores, U, P2, *, sweeps, tol, ridge, h2, rank_adapt
         sketch = ((phis[k + 1] @ rng.standard_normal((phis[k + 1].shape[1], rho)))
                   * (Rint[k + 1] @ rng.standard_normal((Rint[k + 1].shape[1], rho))))
         pen = penalty_matrix(ra, n, rho, ridge, h2, P2[k] if P2 is not None else None)
-        G, b = normal_equations(Lint[k], phis[k], np.ascontiguousarray(sketch), w, z, n_train, pen, threads)
+        G, b = normal_equations(Lint[k], phis[k], np.ascontiguousarray(sketch), w, z, n_train, pen, threads,
+                                products[k])
         x = solve_spd(G, b, rcond_min=RCOND_QR)
         if x is None:
             return rng.standard_normal((ra * n, rho))

@@ -7,6 +7,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -68,6 +72,98 @@ py::array basis(py::array x, int kind, int n, double p0, double p1, int extrap, 
     });
 }
 
+// The reduced Kronecker assembly of one core's normal equations (numtk/ftt/_als.py, _normal_equations_products)
+// without forming the Kronecker rows: S[z, l] += sum_m f1_z[m] f2_z[m] B[m, l] for z < nz (a multiple
+// of 4) and l < ldb (a multiple of 12), rows m < k. f1 and f2 point to rows of k values; B is (k, ldb) row
+// major; S is (nz, ldb) row major. A 4 x 12 tile of S stays in registers (12 AVX2 vectors) while the rows
+// stream past; the four factors of a row are formed on the fly (one product each per 12 FMAs).
+template <class T>
+void khatri_rao_gemm(std::size_t k, std::size_t nz, const T* const* f1, const T* const* f2, const T* B,
+                     std::size_t ldb, T* S) {
+    for (std::size_t z0 = 0; z0 < nz; z0 += 4) {
+        const T *a0 = f1[z0], *a1 = f1[z0 + 1], *a2 = f1[z0 + 2], *a3 = f1[z0 + 3];
+        const T *b0 = f2[z0], *b1 = f2[z0 + 1], *b2 = f2[z0 + 2], *b3 = f2[z0 + 3];
+        for (std::size_t l0 = 0; l0 < ldb; l0 += 12) {
+            T acc[4][12] = {};
+            for (std::size_t m = 0; m < k; ++m) {
+                const T* row = B + m * ldb + l0;
+                const T x0 = a0[m] * b0[m], x1 = a1[m] * b1[m], x2 = a2[m] * b2[m], x3 = a3[m] * b3[m];
+                for (int j = 0; j < 12; ++j) {
+                    const T v = row[j];
+                    acc[0][j] += x0 * v;
+                    acc[1][j] += x1 * v;
+                    acc[2][j] += x2 * v;
+                    acc[3][j] += x3 * v;
+                }
+            }
+            for (int zi = 0; zi < 4; ++zi)
+                for (int j = 0; j < 12; ++j) S[(z0 + std::size_t(zi)) * ldb + l0 + std::size_t(j)] += acc[zi][j];
+        }
+    }
+}
+
+// Rows [m0, m1) of one core's reduced normal equations, accumulated: S (nzp, ldq) += sum_m Z_m Ys_m^T with
+// Z_m = w_m (L L pairs) (x) (R R pairs) and Ys_m the 2n - 1 basis products I, J; Bt (nbp, ldn) += sum_m
+// w_m y_m (L (x) R)_m Phi_m^T. nzp, nbp: the pair and (a, c) counts rounded up to 4; ldq, ldn: q and n rounded
+// up to 12 (the padding is zero). Chunks of `chunk` rows are transposed into `work` first.
+template <class T>
+using KhatriRaoGemm = void (*)(std::size_t, std::size_t, const T* const*, const T* const*, const T*, std::size_t, T*);
+
+template <class T, KhatriRaoGemm<T> kr = &khatri_rao_gemm<T>>
+void products_gemm(std::size_t m0, std::size_t m1, std::size_t ra, std::size_t n, std::size_t rb, const T* L,
+                   const T* Phi, const T* R, const T* w, const T* y, const std::int64_t* I, const std::int64_t* J,
+                   std::size_t q, T* S, T* Bt) {
+    constexpr std::size_t chunk = 64;
+    const std::size_t pa = ra * (ra + 1) / 2, pb = rb * (rb + 1) / 2;
+    const std::size_t nz = pa * pb, nzp = (nz + 3) / 4 * 4, nb = ra * rb, nbp = (nb + 3) / 4 * 4;
+    const std::size_t ldq = (q + 11) / 12 * 12, ldn = (n + 11) / 12 * 12;
+    std::vector<T> lt(ra * chunk), lw(ra * chunk), rt(rb * chunk), lp(pa * chunk), rp(pb * chunk),
+        zero(chunk, T(0)), ys(chunk * ldq, T(0)), ph(chunk * ldn, T(0));
+    std::vector<const T*> f1(nzp), f2(nzp), g1(nbp), g2(nbp);
+    for (std::size_t z = 0; z < nzp; ++z) {
+        f1[z] = z < nz ? lp.data() + (z / pb) * chunk : zero.data();
+        f2[z] = z < nz ? rp.data() + (z % pb) * chunk : zero.data();
+    }
+    for (std::size_t z = 0; z < nbp; ++z) {
+        g1[z] = z < nb ? lw.data() + (z / rb) * chunk : zero.data();
+        g2[z] = z < nb ? rt.data() + (z % rb) * chunk : zero.data();
+    }
+    for (std::size_t c0 = m0; c0 < m1; c0 += chunk) {
+        const std::size_t k = std::min(chunk, m1 - c0);
+        for (std::size_t m = 0; m < k; ++m) {
+            const T* l = L + (c0 + m) * ra;
+            const T* r = R + (c0 + m) * rb;
+            const T* p = Phi + (c0 + m) * n;
+            const T wm = w[c0 + m], wy = wm * y[c0 + m];
+            for (std::size_t a = 0; a < ra; ++a) {
+                lt[a * chunk + m] = wm * l[a];
+                lw[a * chunk + m] = wy * l[a];
+            }
+            for (std::size_t c = 0; c < rb; ++c) rt[c * chunk + m] = r[c];
+            T* yr = ys.data() + m * ldq;
+            for (std::size_t u = 0; u < q; ++u) yr[u] = p[I[u]] * p[J[u]];
+            T* pr = ph.data() + m * ldn;
+            for (std::size_t i = 0; i < n; ++i) pr[i] = p[i];
+        }
+        std::size_t u = 0;
+        for (std::size_t a = 0; a < ra; ++a)
+            for (std::size_t a2 = a; a2 < ra; ++a2, ++u) {
+                const T *x1 = lt.data() + a * chunk, *x2 = L + c0 * ra + a2;
+                T* o = lp.data() + u * chunk;
+                for (std::size_t m = 0; m < k; ++m) o[m] = x1[m] * x2[m * ra];  // w L_a L_a'
+            }
+        u = 0;
+        for (std::size_t c = 0; c < rb; ++c)
+            for (std::size_t c2 = c; c2 < rb; ++c2, ++u) {
+                const T *x1 = rt.data() + c * chunk, *x2 = rt.data() + c2 * chunk;
+                T* o = rp.data() + u * chunk;
+                for (std::size_t m = 0; m < k; ++m) o[m] = x1[m] * x2[m];
+            }
+        kr(k, nzp, f1.data(), f2.data(), ys.data(), ldq, S);
+        kr(k, nbp, g1.data(), g2.data(), ph.data(), ldn, Bt);
+    }
+}
+
 // The evaluation kernel compiled a second time for AVX2 + FMA (x86-64 with GCC), chosen at run time when the CPU
 // has both; the wheels' baseline build is SSE2. `flatten` inlines every inline callee into this variant, so no
 // AVX2 code is emitted under a symbol the baseline path could call.
@@ -107,6 +203,67 @@ using AssembleSparse = void (*)(std::size_t, std::size_t, std::size_t, std::size
 AssembleSparse fastest_assemble_sparse() {
     return cpu_has_avx2_fma() ? &assemble_sparse_avx2 : &ft::assemble_sparse<double>;
 }
+
+using ProductsGemm = void (*)(std::size_t, std::size_t, std::size_t, std::size_t, std::size_t, const double*,
+                              const double*, const double*, const double*, const double*, const std::int64_t*,
+                              const std::int64_t*, std::size_t, double*, double*);
+
+// khatri_rao_gemm with AVX2 intrinsics: the 4 x 12 tile in 12 registers, the row factors of a z block formed
+// first (k values each, in L1) and broadcast from memory, so a row costs 3 + 4 loads for 12 FMAs.
+__attribute__((target("avx2,fma"))) void khatri_rao_gemm_avx2(std::size_t k, std::size_t nz, const double* const* f1,
+                                                               const double* const* f2, const double* B,
+                                                               std::size_t ldb, double* S) {
+    std::vector<double> x(4 * k);
+    for (std::size_t z0 = 0; z0 < nz; z0 += 4) {
+        for (std::size_t zi = 0; zi < 4; ++zi) {
+            const double *a = f1[z0 + zi], *b = f2[z0 + zi];
+            double* o = x.data() + zi * k;
+            for (std::size_t m = 0; m < k; ++m) o[m] = a[m] * b[m];
+        }
+        const double *x0 = x.data(), *x1 = x0 + k, *x2 = x1 + k, *x3 = x2 + k;
+        for (std::size_t l0 = 0; l0 < ldb; l0 += 12) {
+            __m256d c00 = _mm256_setzero_pd(), c01 = c00, c02 = c00, c10 = c00, c11 = c00, c12 = c00, c20 = c00,
+                    c21 = c00, c22 = c00, c30 = c00, c31 = c00, c32 = c00;
+            const double* row = B + l0;
+            for (std::size_t m = 0; m < k; ++m, row += ldb) {
+                const __m256d v0 = _mm256_loadu_pd(row), v1 = _mm256_loadu_pd(row + 4), v2 = _mm256_loadu_pd(row + 8);
+                __m256d t = _mm256_broadcast_sd(x0 + m);
+                c00 = _mm256_fmadd_pd(t, v0, c00);
+                c01 = _mm256_fmadd_pd(t, v1, c01);
+                c02 = _mm256_fmadd_pd(t, v2, c02);
+                t = _mm256_broadcast_sd(x1 + m);
+                c10 = _mm256_fmadd_pd(t, v0, c10);
+                c11 = _mm256_fmadd_pd(t, v1, c11);
+                c12 = _mm256_fmadd_pd(t, v2, c12);
+                t = _mm256_broadcast_sd(x2 + m);
+                c20 = _mm256_fmadd_pd(t, v0, c20);
+                c21 = _mm256_fmadd_pd(t, v1, c21);
+                c22 = _mm256_fmadd_pd(t, v2, c22);
+                t = _mm256_broadcast_sd(x3 + m);
+                c30 = _mm256_fmadd_pd(t, v0, c30);
+                c31 = _mm256_fmadd_pd(t, v1, c31);
+                c32 = _mm256_fmadd_pd(t, v2, c32);
+            }
+            const __m256d acc[4][3] = {{c00, c01, c02}, {c10, c11, c12}, {c20, c21, c22}, {c30, c31, c32}};
+            for (std::size_t zi = 0; zi < 4; ++zi) {
+                double* o = S + (z0 + zi) * ldb + l0;
+                for (std::size_t j = 0; j < 3; ++j)
+                    _mm256_storeu_pd(o + 4 * j, _mm256_add_pd(_mm256_loadu_pd(o + 4 * j), acc[zi][j]));
+            }
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"), flatten)) void products_gemm_avx2(
+    std::size_t m0, std::size_t m1, std::size_t ra, std::size_t n, std::size_t rb, const double* L, const double* Phi,
+    const double* R, const double* w, const double* y, const std::int64_t* I, const std::int64_t* J, std::size_t q,
+    double* S, double* Bt) {
+    products_gemm<double, &khatri_rao_gemm_avx2>(m0, m1, ra, n, rb, L, Phi, R, w, y, I, J, q, S, Bt);
+}
+
+ProductsGemm fastest_products_gemm() {
+    return cpu_has_avx2_fma() ? &products_gemm_avx2 : &products_gemm<double>;
+}
 #else
 bool cpu_has_avx2_fma() { return false; }
 
@@ -116,6 +273,8 @@ ft::EvaluateBlocks<T> fastest_blocks() {
 }
 
 auto fastest_assemble_sparse() { return &ft::assemble_sparse<double>; }
+
+auto fastest_products_gemm() { return &products_gemm<double>; }
 #endif
 
 template <class T>
@@ -281,6 +440,62 @@ void assemble_chunk(darray L, darray Phi, darray R, darray w, darray y, std::int
     }
 }
 
+using iarray = py::array_t<std::int64_t, py::array::c_style | py::array::forcecast>;
+
+// See products_gemm: returns (S, Bt) with S (pairs(ra) * pairs(rb), q) = sum_m Z_m Ys_m^T and Bt (ra * rb, n) =
+// sum_m w_m y_m (L (x) R)_m Phi_m^T over the rows [m0, m1), split over `threads`.
+py::tuple normal_products(darray L, darray Phi, darray R, darray w, darray y, iarray I, iarray J, std::int64_t m0,
+                          std::int64_t m1, int threads) {
+    need(threads >= 1, "`threads` must be >= 1");
+    need(L.ndim() == 2 && Phi.ndim() == 2 && R.ndim() == 2 && w.ndim() == 1 && y.ndim() == 1, "bad dimensions");
+    const auto M = L.shape(0);
+    need(Phi.shape(0) == M && R.shape(0) == M && w.shape(0) == M && y.shape(0) == M, "row counts differ");
+    need(0 <= m0 && m0 <= m1 && m1 <= M, "bad row bounds");
+    const std::size_t ra = std::size_t(L.shape(1)), n = std::size_t(Phi.shape(1)), rb = std::size_t(R.shape(1));
+    need(ra >= 1 && rb >= 1 && n >= 1, "empty factors");
+    need(I.ndim() == 1 && J.ndim() == 1 && I.shape(0) == J.shape(0), "I and J must be 1-D of the same length");
+    const std::size_t q = std::size_t(I.shape(0));
+    const std::int64_t* pi = I.data();
+    const std::int64_t* pj = J.data();
+    for (std::size_t l = 0; l < q; ++l)
+        need(pi[l] >= 0 && pj[l] >= 0 && std::size_t(pi[l]) < n && std::size_t(pj[l]) < n, "I, J out of range");
+    const std::size_t nz = ft::n_pairs(ra) * ft::n_pairs(rb), nzp = (nz + 3) / 4 * 4, nb = ra * rb,
+                      nbp = (nb + 3) / 4 * 4, ldq = (q + 11) / 12 * 12, ldn = (n + 11) / 12 * 12;
+    const double *pl = L.data(), *pp = Phi.data(), *pr = R.data(), *pw = w.data(), *py_ = y.data();
+    std::vector<double> S(nzp * ldq, 0.0), Bt(nbp * ldn, 0.0);
+    {
+        py::gil_scoped_release release;
+        const auto kernel = fastest_products_gemm();
+        const std::size_t rows = std::size_t(m1 - m0);
+        const int t = int(std::min<std::size_t>(std::size_t(threads), std::max<std::size_t>(1, rows / 2048)));
+        std::vector<std::vector<double>> Ss(std::size_t(t - 1)), Bs(Ss.size());
+        numtk::parallel_for_chunks(rows, t, [&](int i, std::size_t lo, std::size_t hi) {
+            double* s = S.data();
+            double* b = Bt.data();
+            if (i > 0) {
+                Ss[std::size_t(i - 1)].assign(S.size(), 0.0);
+                Bs[std::size_t(i - 1)].assign(Bt.size(), 0.0);
+                s = Ss[std::size_t(i - 1)].data();
+                b = Bs[std::size_t(i - 1)].data();
+            }
+            kernel(std::size_t(m0) + lo, std::size_t(m0) + hi, ra, n, rb, pl, pp, pr, pw, py_, pi, pj, q, s, b);
+        });
+        for (std::size_t i = 0; i < Ss.size(); ++i) {
+            for (std::size_t j = 0; j < Ss[i].size(); ++j) S[j] += Ss[i][j];
+            for (std::size_t j = 0; j < Bs[i].size(); ++j) Bt[j] += Bs[i][j];
+        }
+    }
+    py::array_t<double> So({static_cast<py::ssize_t>(nz), static_cast<py::ssize_t>(q)});
+    py::array_t<double> Bo({static_cast<py::ssize_t>(nb), static_cast<py::ssize_t>(n)});
+    double* so = So.mutable_data();
+    double* bo = Bo.mutable_data();
+    for (std::size_t z = 0; z < nz; ++z)
+        for (std::size_t l = 0; l < q; ++l) so[z * q + l] = S[z * ldq + l];
+    for (std::size_t z = 0; z < nb; ++z)
+        for (std::size_t i = 0; i < n; ++i) bo[z * n + i] = Bt[z * ldn + i];
+    return py::make_tuple(So, Bo);
+}
+
 // G (P x P, C order, upper triangle accumulated) and b (P) over the rows [m0, m1); DL, DPhi, DR are
 // either all given (directional rows) or all None.
 void assemble_sparse(darray L, std::optional<darray> DL, darray Phi, std::optional<darray> DPhi, darray R,
@@ -358,6 +573,10 @@ PYBIND11_MODULE(_ftt_ext, m) {
     m.def("site_values", &site_values, py::arg("L"), py::arg("Phi"), py::arg("R"), py::arg("C"));
     m.def("assemble_chunk", &assemble_chunk, py::arg("L"), py::arg("Phi"), py::arg("R"), py::arg("w"), py::arg("y"),
           py::arg("m0"), py::arg("m1"), py::arg("Z"), py::arg("Y"), py::arg("b"));
+    m.def("normal_products", &normal_products, py::arg("L"), py::arg("Phi"), py::arg("R"), py::arg("w"),
+          py::arg("y"), py::arg("I"), py::arg("J"), py::arg("m0"), py::arg("m1"), py::arg("threads") = 1,
+          "(S, B) over rows [m0, m1): S[(pairs of L, pairs of R), l] = sum_m w L_a L_a' R_c R_c' Phi_I[l] Phi_J[l], "
+          "B[(a, c), i] = sum_m w y L_a R_c Phi_i.");
     m.def("assemble_sparse", &assemble_sparse, py::arg("L"), py::arg("DL"), py::arg("Phi"), py::arg("DPhi"),
           py::arg("R"), py::arg("DR"), py::arg("w"), py::arg("y"), py::arg("m0"), py::arg("m1"), py::arg("G"),
           py::arg("b"), py::arg("threads") = 1,

@@ -351,7 +351,7 @@ class FunctionalTT(Estimator):
         >>> bool(np.allclose(f.predict([[1.0, 2.0, 3.0]]), 8.0))
         True
         """
-        from numtk.ftt._als import als
+        from numtk.ftt._als import als, product_bases
 
         X = self._check_X(X, fitting=True)
         M, d = X.shape
@@ -416,7 +416,8 @@ class FunctionalTT(Estimator):
             best, history, n_iter, status, message = als(
                 phis, yo, wo, M - n_val, cores, U, P2, sweeps=sweeps, tol=tol, ridge=ridge, h2=h2,
                 rank_adaptive=rank_adaptive, max_rank=max_rank, rank_tol=rank_tol, rng=rng, progress=progress,
-                callback=self.callback, dphis=dphis, D=D, threads=threads)
+                callback=self.callback, dphis=dphis, D=D, threads=threads,
+                products=product_bases(bases, Xo[:M - n_val], ext))
         return self._set_fitted(bases, best, n_iter, history, status, message)
 
     def _initial_ranks(self, bases):
