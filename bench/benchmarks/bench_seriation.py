@@ -1,6 +1,6 @@
 """asv benchmarks of numtk.seriation: STAGE and the spectral baselines on the same noisy curves."""
 
-from benchmarks._seriation import CURVES, make_points, methods
+from benchmarks._seriation import CURVES, DIM, SCALING_CURVES, SCALING_NOISE, make_points, methods
 
 
 class Seriation:
@@ -38,3 +38,35 @@ class Seriation:
 
     def track_tau_recanati(self, n, curve):
         return self._tau("recanati")
+
+
+class SeriationScaling:
+    """``stage`` (all cores) against n on the scaling table's curves (make_curve defaults, d = 100, noise 0.05):
+    time, and (``track_``) the Laplacian solve's CG iterations, which must not grow with n."""
+
+    params = ([10_000, 100_000], list(SCALING_CURVES))
+    param_names = ["n", "curve"]
+    timeout = 900
+    number = 1
+    repeat = (1, 3, 120.0)
+
+    def setup(self, n, curve):
+        from numtk.seriation import make_curve
+
+        self.X, self.t = make_curve(curve, n, DIM, noise=SCALING_NOISE, rng=20261203)
+
+    def _run(self):
+        from numtk.seriation import stage
+
+        return stage(self.X, rng=0, workers=-1)
+
+    def time_stage(self, n, curve):
+        self._run()
+
+    def track_cg_iterations(self, n, curve):
+        return self._run().n_iter
+
+    def track_tau(self, n, curve):
+        from numtk.seriation import order_agreement
+
+        return order_agreement(self._run().order, self.t)
