@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -69,6 +70,9 @@ struct TaskState {
     std::exception_ptr error;
 };
 
+// Helper threads started and not yet finished, over every call (detached helpers may outlive their call).
+inline std::atomic<int> live_helpers{0};
+
 inline void run_claimed(TaskState& s) noexcept {
     for (std::size_t i; (i = s.next.fetch_add(1, std::memory_order_relaxed)) < s.n;) {
         try {
@@ -97,18 +101,29 @@ void run_tasks(std::size_t ntasks, int threads, F&& f) {
     state->n = ntasks;
     state->fn = const_cast<void*>(static_cast<const void*>(std::addressof(f)));
     state->call = [](void* fn, std::size_t i) { (*static_cast<Fn*>(fn))(i); };
+    std::vector<std::thread> pool;
+    pool.reserve(helpers);
     for (std::size_t h = 0; h < helpers; ++h) {
+        detail::live_helpers.fetch_add(1);
         try {
-            std::thread([state] { detail::run_claimed(*state); }).detach();
+            pool.emplace_back([state] {
+                detail::run_claimed(*state);
+                detail::live_helpers.fetch_sub(1);
+            });
         } catch (const std::system_error& e) {
             // Out of threads: as parallel_for_chunks, refuse (the caller asked for more than the process
-            // can start). No task is started from here on; the ones already claimed are waited for.
-            const std::size_t claimed = std::min(state->next.exchange(ntasks), ntasks);
-            while (state->done.load(std::memory_order_acquire) < claimed) std::this_thread::yield();
+            // can start). No task starts from here on; the helpers of this call are joined and those of
+            // earlier calls that have not run yet waited for, so their stacks are free when this throws.
+            detail::live_helpers.fetch_sub(1);
+            state->next.exchange(ntasks);
+            for (auto& th : pool) th.join();
+            while (detail::live_helpers.load() > 0) std::this_thread::yield();
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));  // let the last ones exit
             throw std::runtime_error("could not start thread " + std::to_string(h + 2) + " of " +
                                      std::to_string(helpers + 1) + " (" + e.what() + "); pass fewer `workers`");
         }
     }
+    for (auto& th : pool) th.detach();
     detail::run_claimed(*state);
     while (state->done.load(std::memory_order_acquire) < ntasks) std::this_thread::yield();
     if (state->error) std::rethrow_exception(state->error);
