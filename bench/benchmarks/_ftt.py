@@ -12,6 +12,9 @@ Cross interpolation (``CROSS_CASE``): :func:`numtk.ftt.tt_cross` against ``tenev
 the same Chebyshev-Lobatto grid) for a ridge function plus a product (TT rank <= 3): time, number of
 function evaluations, ranks and the error on random grid points.
 
+ALS against ``teneva.als`` (:func:`compare_teneva_als`): one sweep and ten on the same grid rows from the same
+constant-mean start, with the relative error of both on held-out grid points.
+
 Spec targets (sampling.md §7): evaluation at M = 1e5, d = 32, n = 16, r = 4 at least 5x faster than the
 reference; one ALS sweep at M = 2e4, d = 32, n = 12, r <= 4 within 2 s.
 """
@@ -133,6 +136,98 @@ def numtk_als_sweep(X, y, n, r, basis="legendre", workers=1):
                         rank_adaptive=False, init="random", rng=0).fit(X, y)
 
 
+def als_grid_problem(M, d, n, seed=11):
+    """The ALS sweep problem on the grid of n Chebyshev-Lobatto nodes per coordinate, for the comparison with
+    ``teneva.als``: multi-indices ``I`` (teneva's data), points ``X = nodes[I]`` (numtk's: the same rows),
+    values of the same sum of sines as :func:`als_problem`, and 2000 held-out grid points for the error.
+
+    On n nodes, Legendre polynomials of degree n - 1 interpolate any nodal values, so a rank-r FunctionalTT
+    restricted to the grid *is* a rank-r tensor train on it: both libraries fit the same model class to the
+    same rows. teneva's one-hot basis makes each core's normal equations n independent r^2 x r^2 blocks;
+    numtk's dense basis couples them into one (r n r) x (r n r) system."""
+    from numtk.ftt import interpolation_nodes
+
+    rng = np.random.default_rng(seed)
+    nodes = interpolation_nodes("legendre", n - 1, (-1.0, 1.0))
+    I, It = rng.integers(0, n, (M, d)), rng.integers(0, n, (2000, d))
+
+    def f(X):
+        return np.sum(np.sin(X + 0.1 * np.arange(X.shape[1])), axis=1)
+
+    return nodes, I, f(nodes[I]), It, f(nodes[It])
+
+
+def constant_start(d, n, r, mean, seed=0):
+    """The constant-mean start of ``init='random'`` (rank-r cores: the constant function times ``mean`` plus
+    1e-3 random padding) as Legendre coefficient cores, fixed by ``seed`` so both libraries get it."""
+    rng = np.random.default_rng(seed)
+    ranks = [1] + [r] * (d - 1) + [1]
+    cores = []
+    for k in range(d):
+        c = 1e-3 * rng.standard_normal((ranks[k], n, ranks[k + 1]))
+        c[0, 0, 0] += mean if k == 0 else 1.0
+        cores.append(c)
+    return cores
+
+
+def numtk_als_grid(X, y, cores0, sweeps, workers=1):
+    """``sweeps`` ALS sweeps of a fixed rank from ``cores0`` (tol = 0: no early stop)."""
+    from numtk.ftt import FunctionalTT
+
+    d, n = X.shape[1], cores0[0].shape[1]
+    dom = [[-1.0, 1.0]] * d
+    start = FunctionalTT.from_cores(cores0, "legendre", n - 1, domain=dom)
+    return FunctionalTT("legendre", degree=n - 1, ranks=max(c.shape[2] for c in cores0), domain=dom,
+                        sweeps=sweeps, tol=0.0, rank_adaptive=False, init=start, rng=0, workers=workers).fit(X, y)
+
+
+def teneva_als_grid(nodes, I, y, cores0, sweeps):
+    """``teneva.als`` from the same start: the Legendre cores' values at the nodes (its TT on the grid)."""
+    import teneva
+
+    from numtk.ftt import _basis
+
+    n = len(nodes)
+    V = _basis.evaluate(_basis.Basis1D("legendre", n, -1.0, 1.0), nodes)[0]  # (node, function)
+    Y0 = [np.einsum("ji,aic->ajc", V, c) for c in cores0]
+    from numtk._lib._workers import single_blas_thread
+
+    with single_blas_thread():  # as numtk's sweeps: small solves on one BLAS thread
+        return teneva.als(I, y, Y0, nswp=sweeps, e=-1.0, lamb=1e-10)
+
+
+def compare_teneva_als(out=print, repeat=3, quick=False):
+    """numtk's ALS against ``teneva.als`` on the same grid rows, from the same start: one sweep and ten."""
+    M, d, n, r = ALS_CASE
+    if quick:
+        M = 5_000
+    try:
+        import teneva
+    except ImportError:
+        out("   teneva not installed: no ALS comparison")
+        return {}
+    nodes, I, y, It, yt = als_grid_problem(M, d, n)
+    X, Xt = nodes[I], nodes[It]
+    cores0 = constant_start(d, n, r, float(np.mean(y)))
+    numtk_als_grid(X[:500, :3], y[:500], [c[:, :, :] for c in cores0[:2]] + [cores0[-1][:, :, :]], 1)  # warm-up
+    out(f"-- ALS vs teneva.als, M = {M}, d = {d}, n = {n}, r = {r}: the same grid rows (n Chebyshev-Lobatto nodes "
+        "per coordinate), the same constant-mean start")
+    res = {}
+    for sweeps in (1, 10):
+        timing = interleaved({"numtk": lambda: numtk_als_grid(X, y, cores0, sweeps),
+                              "teneva": lambda: teneva_als_grid(nodes, I, y, cores0, sweeps)},
+                             repeat if sweeps == 1 else max(1, repeat // 2 + 1), warmup=False)
+        t_n, t_t = timing.medians["numtk"], timing.medians["teneva"]
+        scale = float(np.sqrt(np.mean(yt ** 2)))
+        e_n = float(np.sqrt(np.mean((timing.results["numtk"].predict(Xt) - yt) ** 2))) / scale
+        e_t = float(np.sqrt(np.mean((teneva.get_many(timing.results["teneva"], It) - yt) ** 2))) / scale
+        out(f"   {sweeps:>2} sweep{'s' if sweeps > 1 else ' '}  numtk {t_n:6.2f} s  teneva {t_t:6.2f} s  "
+            f"ratio teneva/numtk {t_t / t_n:5.2f}   rel. test error numtk {e_n:.2e}  teneva {e_t:.2e}")
+        res.update({f"als{sweeps}_numtk_s": t_n, f"als{sweeps}_teneva_s": t_t, f"als{sweeps}_numtk_error": e_n,
+                    f"als{sweeps}_teneva_error": e_t})
+    return res
+
+
 def compare(out=print, repeat=5, quick=False):
     """Print the evaluation speed-up over the NumPy reference and the ALS sweep time."""
     M, d, n, r = EVAL_CASE
@@ -175,6 +270,7 @@ def compare(out=print, repeat=5, quick=False):
             out(f"   {label:<32} {t:6.2f} s  val. RMSE {model.history_[-1]['val_rmse']:.2e}"
                 + ("   (one sweep incl. basis set-up; target <= 2 s)" if (basis, workers) == ("legendre", 1) else ""))
     t_a, t_b = rows["legendre", 1], rows["bspline", 1]
+    versus = compare_teneva_als(out, repeat=max(3, repeat // 2), quick=quick)
     d, n = CROSS_CASE
     out(f"-- cross interpolation, d = {d}, n = {n}: sin(a . x) + 0.3 prod(1 + 0.2 x) (TT rank <= 3)")
     It = np.random.default_rng(3).integers(0, n, (2000, d))
@@ -204,7 +300,7 @@ def compare(out=print, repeat=5, quick=False):
         out(f"   {'teneva.cross':<22} {t_t * 1e3:10.1f} ms  {info['m']:>7} evaluations  "
             f"max rank {max(teneva.ranks(Y))}  rel. error {err_t:.1e}  (time ratio {t_t / t_c:.1f}x)")
         cross.update(cross_teneva_s=t_t, cross_teneva_evals=info["m"], cross_teneva_error=err_t)
-    return {**cross, "evaluate_numtk_s": t_n, "evaluate_numtk_all_cores_s": t_all, "evaluate_numpy_s": t_r,
+    return {**cross, **versus, "evaluate_numtk_s": t_n, "evaluate_numtk_all_cores_s": t_all, "evaluate_numpy_s": t_r,
             "evaluate_ratio": t_r / t_n, "evaluate_ratio_all_cores": t_r / t_all, "als_sweep_s": t_a,
             "als_sweep_bspline_s": t_b, "als_sweep_all_cores_s": rows["legendre", -1],
             "als_sweep_bspline_all_cores_s": rows["bspline", -1], "max_rel_diff": err}

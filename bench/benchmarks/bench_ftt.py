@@ -2,8 +2,9 @@
 
 import numpy as np
 
-from benchmarks._ftt import (CROSS_CASE, als_problem, make_tt, numpy_evaluate, numtk_als_sweep, numtk_cross, numtk_evaluate,
-                             numtk_tt, teneva_cross)
+from benchmarks._ftt import (ALS_CASE, CROSS_CASE, als_grid_problem, als_problem, constant_start, make_tt,
+                             numpy_evaluate, numtk_als_grid, numtk_als_sweep, numtk_cross, numtk_evaluate, numtk_tt,
+                             teneva_als_grid, teneva_cross)
 
 
 class Evaluate:
@@ -52,6 +53,38 @@ class ALSSweep:
 
     def track_val_rmse(self, M, d, r, basis):
         return numtk_als_sweep(self.X, self.y, 12, r, basis).history_[-1]["val_rmse"]
+
+
+class ALSVersusTeneva:
+    """ALS sweeps against ``teneva.als`` on the same grid rows from the same constant-mean start (spec case:
+    M = 2e4, d = 32, n = 12, r = 4); ``track_*_error``: relative error on held-out grid points."""
+
+    params = ([1, 10],)
+    param_names = ["sweeps"]
+    timeout = 600
+    number = 1
+    repeat = (1, 3, 120.0)
+
+    def setup(self, sweeps):
+        M, d, n, r = ALS_CASE
+        self.nodes, self.I, self.y, self.It, self.yt = als_grid_problem(M, d, n)
+        self.cores0 = constant_start(d, n, r, float(np.mean(self.y)))
+
+    def time_numtk(self, sweeps):
+        numtk_als_grid(self.nodes[self.I], self.y, self.cores0, sweeps)
+
+    def time_teneva(self, sweeps):
+        teneva_als_grid(self.nodes, self.I, self.y, self.cores0, sweeps)
+
+    def track_numtk_error(self, sweeps):
+        f = numtk_als_grid(self.nodes[self.I], self.y, self.cores0, sweeps)
+        return float(np.linalg.norm(f.predict(self.nodes[self.It]) - self.yt) / np.linalg.norm(self.yt))
+
+    def track_teneva_error(self, sweeps):
+        import teneva
+
+        Y = teneva_als_grid(self.nodes, self.I, self.y, self.cores0, sweeps)
+        return float(np.linalg.norm(teneva.get_many(Y, self.It) - self.yt) / np.linalg.norm(self.yt))
 
 
 class Cross:
