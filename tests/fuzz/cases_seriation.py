@@ -60,6 +60,20 @@ def _make_curve():
     return make_curve, ("helix", 50, 3, 0.01), {"rng": 0}
 
 
+def _noise_floor():
+    from numtk.seriation import make_curve, noise_floor
+
+    X, t, info = make_curve("spiral", 40, 3, noise=0.01, return_info=True, rng=0)
+    return noise_floor, (X, t, info), {}
+
+
+def _short_circuits():
+    from numtk.seriation import short_circuits, stage
+
+    X = _curve()
+    return short_circuits, (X, stage(X, n_neighbors=8)), {"factor": 10.0}
+
+
 def _agreement():
     from numtk.seriation import order_agreement
 
@@ -111,6 +125,10 @@ CASES = {c.name: c for c in [
          positional={"kind": 0, "n_samples": 1, "n_features": 2, "noise": 3},
          # None is the documented default of `params` (the kind's default shape)
          skip={"params": ("None",)}),
+    Case("numtk.seriation.noise_floor", _noise_floor, {"X": "array2d", "t": "array1d", "info": "option"},
+         positional={"X": 0, "t": 1, "info": 2}),
+    Case("numtk.seriation.short_circuits", _short_circuits, {"X": "array2d", "result": "option", "factor": "real>0"},
+         positional={"X": 0, "result": 1}),
     Case("numtk.seriation.order_agreement", _agreement, {"order": "array1d", "t": "array1d"},
          positional={"order": 0, "t": 1}),
 ]}
