@@ -291,9 +291,10 @@ def _tangent_pair_tree(X: np.ndarray, labels: np.ndarray, n_components: int, tan
     tangent-aware cost among the 48 nearest points outside its component of each point (both sides query: a
     dense strand near one end can crowd the other end out of its list); components that no such pair joins
     are joined by closest pairs. A component of up to 256 points queries one tree of all points (48 + its size
-    neighbours); a larger one a tree of the points outside it, from those of its points within 5 times its
-    closest approach (no pair farther can cost less than the closest one), at O(n log n) per large component
-    (at most n / 256 of them)."""
+    neighbours; one query per size class); a larger one a tree of the points of the other large components
+    (pairs with small ones come from the small side), from those of its points within 5 times its closest
+    approach (no pair farther can cost less than the closest one), at O(n log n) per large component (at most
+    n / 256 of them)."""
     from sklearn.neighbors import NearestNeighbors
 
     n = X.shape[0]
@@ -315,10 +316,17 @@ def _tangent_pair_tree(X: np.ndarray, labels: np.ndarray, n_components: int, tan
         out = within & (labels[ind] != labels[pts][:, None])
         rows.append(np.broadcast_to(pts[:, None], ind.shape)[out])
         cols.append(ind[out])
+    # Components above _BRIDGE_SMALL points query the points of the other large components only: every pair with
+    # a small component already has the small side's candidates, and a tree of all the points outside the largest
+    # component, queried from its points near some outlier cut off by the transverse test, cost a quarter of a
+    # stage run at n = 1e6 (near points x 48 candidates per outlier).
+    large = sizes[labels] > _BRIDGE_SMALL
     for c in np.flatnonzero(sizes > _BRIDGE_SMALL):
         own = by_label[bounds[c]:bounds[c + 1]]
+        outside = np.flatnonzero(large & (labels != c))
+        if outside.size == 0:
+            continue
         # Only points within (1 + penalty) times the component's closest approach can beat that pair's cost.
-        outside = np.flatnonzero(labels != c)
         tree = NearestNeighbors().fit(X[outside])
         d1 = tree.kneighbors(X[own], n_neighbors=1)[0][:, 0]
         near = own[d1 <= (1.0 + _BRIDGE_NORMAL_PENALTY) * d1.min()]
