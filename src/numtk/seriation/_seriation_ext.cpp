@@ -309,53 +309,6 @@ py::tuple pcg(carray<I> indptr, carray<I> indices, darray w, darray deg, darray 
     return py::make_tuple(x, info.nit, info.residual, info.converged);
 }
 
-// Greedy aggregation on the strong edges only: an entry (i, j) is strong when w_ij >= theta * max(m_i, m_j),
-// m_i the largest weight at node i. Visiting the nodes in the order 0..n-1, a node not yet aggregated whose strong
-// neighbours are all free starts an aggregate with them; every node left over then joins the aggregate of its
-// heaviest aggregated neighbour (any edge, in a second sweep that sees the first one's aggregates only), and nodes
-// still without one become singletons. theta = 0 makes every edge strong: numtk::seriation::aggregate.
-// Why: a seed's weak neighbour may lie on another strand of the curve (two arms of a spiral, joined by an edge of
-// weight 1e-3 that the transverse test kept); in the seed's aggregate it ties the smooth error of one strand to
-// that of the other, and the two-level preconditioner loses the smooth error there (spiral, n = 1e5: 1294 CG
-// iterations with every edge, 59 with theta = 0.25). Every aggregate is connected by strong edges or one edge.
-template <class I>
-std::size_t strong_aggregate(const I* indptr, const I* indices, const double* w, std::size_t n, double theta,
-                             I* labels) {
-    std::vector<double> top(n, 0.0);
-    for (std::size_t i = 0; i < n; ++i)
-        for (I e = indptr[i]; e < indptr[i + 1]; ++e) top[i] = std::max(top[i], w[e]);
-    auto strong = [&](std::size_t i, I e) { return w[e] >= theta * std::max(top[i], top[std::size_t(indices[e])]); };
-    std::fill(labels, labels + n, I(-1));
-    std::size_t count = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        if (labels[i] >= 0) continue;
-        bool free = true;
-        for (I e = indptr[i]; e < indptr[i + 1] && free; ++e) free = !strong(i, e) || labels[indices[e]] < 0;
-        if (!free) continue;
-        labels[i] = I(count);
-        for (I e = indptr[i]; e < indptr[i + 1]; ++e)
-            if (strong(i, e)) labels[indices[e]] = I(count);
-        ++count;
-    }
-    std::vector<I> joined(labels, labels + n);
-    for (std::size_t i = 0; i < n; ++i) {
-        if (labels[i] >= 0) continue;
-        double best = -1.0;
-        for (I e = indptr[i]; e < indptr[i + 1]; ++e) {
-            const I a = labels[indices[e]];
-            if (a >= 0 && w[e] > best) {
-                best = w[e];
-                joined[i] = a;
-            }
-        }
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-        labels[i] = joined[i];
-        if (labels[i] < 0) labels[i] = I(count++);
-    }
-    return count;
-}
-
 template <class I>
 py::tuple aggregate(carray<I> indptr, carray<I> indices, darray w, double theta) {
     const std::size_t n = check_csr(indptr, indices);
@@ -365,9 +318,7 @@ py::tuple aggregate(carray<I> indptr, carray<I> indices, darray w, double theta)
     std::size_t count = 0;
     {
         py::gil_scoped_release release;
-        count = theta > 0.0 ? strong_aggregate(indptr.data(), indices.data(), w.data(), n, theta, labels.mutable_data())
-                            : numtk::seriation::aggregate(indptr.data(), indices.data(), w.data(), n,
-                                                          labels.mutable_data());
+        count = numtk::seriation::aggregate(indptr.data(), indices.data(), w.data(), n, labels.mutable_data(), theta);
     }
     return py::make_tuple(labels, count);
 }
