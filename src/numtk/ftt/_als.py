@@ -99,6 +99,24 @@ def _over_rows(fn, M, threads, min_rows=4096):
         list(pool.map(fn, bounds[:-1], bounds[1:]))
 
 
+def _dense_interface(V, Phi, C, threads, left):
+    """The dense-row interfaces: the core's (ra, rb) matrix at every row by one GEMM ``Phi @ C``, then
+    ``V @ G`` (left, V of width ra) or ``G @ V`` (right, V of width rb), row by row."""
+    ra, n, rb = C.shape
+    Cm = np.ascontiguousarray(C.transpose(1, 0, 2)).reshape(n, ra * rb)
+    out = np.empty((len(V), rb if left else ra))
+
+    def part(lo, hi):
+        G = (Phi[lo:hi] @ Cm).reshape(hi - lo, ra, rb)
+        if left:
+            np.einsum("ma,mab->mb", V[lo:hi], G, out=out[lo:hi])
+        else:
+            np.einsum("mab,mb->ma", G, V[lo:hi], out=out[lo:hi])
+
+    _over_rows(part, len(V), threads)
+    return out
+
+
 def interface_left(L, Phi, C, threads=1, dense=True):
     """``out[m, c] = sum_{a, i} L[m, a] Phi[m, i] C[a, i, c]``: the left interface of the next core.
 
@@ -109,16 +127,7 @@ def interface_left(L, Phi, C, threads=1, dense=True):
         from numtk.ftt import _ftt_ext
 
         return _ftt_ext.interface_left(L, Phi, C, threads)
-    ra, n, rb = C.shape
-    Cm = np.ascontiguousarray(C.transpose(1, 0, 2)).reshape(n, ra * rb)
-    out = np.empty((len(L), rb))
-
-    def part(lo, hi):
-        G = (Phi[lo:hi] @ Cm).reshape(hi - lo, ra, rb)
-        np.einsum("ma,mab->mb", L[lo:hi], G, out=out[lo:hi])
-
-    _over_rows(part, len(L), threads)
-    return out
+    return _dense_interface(L, Phi, C, threads, left=True)
 
 
 def interface_right(R, Phi, C, threads=1, dense=True):
@@ -128,16 +137,7 @@ def interface_right(R, Phi, C, threads=1, dense=True):
         from numtk.ftt import _ftt_ext
 
         return _ftt_ext.interface_right(R, Phi, C, threads)
-    ra, n, rb = C.shape
-    Cm = np.ascontiguousarray(C.transpose(1, 0, 2)).reshape(n, ra * rb)
-    out = np.empty((len(R), ra))
-
-    def part(lo, hi):
-        G = (Phi[lo:hi] @ Cm).reshape(hi - lo, ra, rb)
-        np.einsum("mab,mb->ma", G, R[lo:hi], out=out[lo:hi])
-
-    _over_rows(part, len(R), threads)
-    return out
+    return _dense_interface(R, Phi, C, threads, left=False)
 
 
 # ---------------------------------------------------------------------------------------------------------
