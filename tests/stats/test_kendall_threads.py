@@ -77,3 +77,23 @@ def test_kendall_tau_interval_does_not_depend_on_the_thread_count(method, n):
         runs += [kendall_tau_interval(x, y, method=method, workers=w) for w in (2, 3)]
     for res in runs:
         assert (res.statistic, res.low, res.high) == (ref.statistic, ref.low, ref.high)
+
+
+def test_heavily_tied_data_take_the_larger_grain():
+    from numtk._lib._workers import available_cores
+    from numtk.stats._kendall import _TIE_DISTINCT, KENDALL_TIED_GRAIN, _kendall_threads
+
+    rng = np.random.default_rng(7)
+    n = 3 * KENDALL_GRAIN
+    two = min(2, available_cores())
+    x = rng.standard_normal(n)
+    few = rng.integers(0, _TIE_DISTINCT - 1, n)  # fewer distinct values than the threshold in any sample
+    many = rng.integers(0, 1000, n)
+    assert _kendall_threads(-1, x, x[::-1].copy()) == two
+    assert _kendall_threads(-1, x, many) == two
+    assert _kendall_threads(-1, x, few) == 1  # either variable tied is enough
+    assert _kendall_threads(-1, few.astype(float), x) == 1
+    assert _kendall_threads(2, x, few) == 1  # an explicit count is capped the same way
+    big = rng.integers(0, 5, 2 * KENDALL_TIED_GRAIN + 1)
+    assert _kendall_threads(-1, big, big) == two
+    assert _kendall_threads(1, x, x) == 1

@@ -36,6 +36,24 @@ _MAX_N = 2**32 - 1
 # threads ran at 0.44-1.0x of one at n = 1e5 in seven of eight runs over four tie patterns, at 0.8-1.05x
 # from 3e5 to 1e6 with the cores busy (load 5 to 12).
 KENDALL_GRAIN = 100_000
+# Heavily tied data (few distinct values) make the pass cheap and its threaded sorts no faster: on an idle
+# machine two threads ran at 0.55-0.67x of one at n = 1e5-3e5 with five distinct values, 1.06-1.12x at 1e6
+# (continuous data: 1.5x at 1e5-3e5). Such data (judged on a strided sample, see _kendall_threads) take this grain.
+KENDALL_TIED_GRAIN = 500_000
+_TIE_SAMPLE = 1024  # values of each variable in the strided sample
+_TIE_DISTINCT = 64  # ... with fewer distinct values than this the data count as heavily tied
+
+
+def _kendall_threads(workers, x: np.ndarray, y: np.ndarray) -> int:
+    """Threads of the Kendall pass: KENDALL_GRAIN, or KENDALL_TIED_GRAIN where a strided sample of x or y
+    has few distinct values."""
+    n = int(x.shape[0])
+    threads = n_threads(workers, work=n, grain=KENDALL_GRAIN)
+    if threads > 1 and n < 2 * KENDALL_TIED_GRAIN:
+        step = max(1, n // _TIE_SAMPLE)
+        if min(np.unique(x[::step]).size, np.unique(y[::step]).size) < _TIE_DISTINCT:
+            threads = n_threads(workers, work=n, grain=KENDALL_TIED_GRAIN)
+    return threads
 
 
 class _Counts:
@@ -273,7 +291,7 @@ def kendall_tau(x: ArrayLike, y: ArrayLike, *, variant: str = "b", alternative: 
         return _nan_result()
     if nan_found:
         return _nan_result()
-    c = _counts(x, y, n_threads(workers, work=size, grain=KENDALL_GRAIN))
+    c = _counts(x, y, _kendall_threads(workers, x, y))
     return _tau_from_counts(c, variant, alternative, method)
 
 
@@ -386,6 +404,6 @@ def kendall_distance(a: ArrayLike, b: ArrayLike, *, normalize: bool = False, pen
     a, b, nan_found = _prepare_pair(a, b, nan_policy, names=("a", "b"))
     if nan_found:
         return float("nan")
-    c = _counts(a, b, n_threads(workers, work=a.shape[0], grain=KENDALL_GRAIN))
+    c = _counts(a, b, _kendall_threads(workers, a, b))
     return _distance_from_counts(c.n, c.dis, c.xtie, c.ytie, c.ntie, normalize=bool(normalize),
                                  penalty=penalty)
