@@ -475,7 +475,6 @@ def _smollm2_smoke(model, tok):
         assert r.scores.shape == (1536,) and torch.isfinite(r.scores).all()
         assert abs(r.completeness_gap) < 0.25 * abs(r.prob - r.prob_zero) + 2e-3   # the O(1/m) Riemann error
     print(f"SmolLM2 IG, one layer, 3 questions: {elapsed:.2f} s")
-    assert elapsed < 30.0                   # about 1.2 s here; generous against shared load
     neurons = kb.select_neurons(torch.stack([r.scores for r in res]), layers=[12])
     assert neurons and all(layer == 12 for layer, _ in neurons)
     with torch.no_grad():

@@ -12,7 +12,6 @@ counted by hand.
 import contextlib
 import importlib.util
 import math
-import time
 import warnings
 
 import numpy as np
@@ -300,7 +299,7 @@ def test_pld_is_tighter_than_rdp():
     assert eps_pld <= rdp_epsilon(0.01, 1.0, 1000, 1e-5, orders="opacus") <= rdp_epsilon(0.01, 1.0, 1000, 1e-5)
 
 
-def test_accountant_properties_and_speed():
+def test_accountant_properties():
     # monotone in each argument, q = 0 free, q = 1 the Gaussian mechanism
     assert rdp_epsilon(0.0, 1.0, 100, 1e-5) == 0.0
     r = sampled_gaussian_rdp(1.0, 2.0, [2.0, 3.5, 10.0])
@@ -313,15 +312,7 @@ def test_accountant_properties_and_speed():
     a = np.array([2.0, 5.0, 17.0])
     near = _accounting._log_a_frac(0.03, 0.9, a + 1e-9)
     np.testing.assert_allclose(near, _accounting._log_a_int(0.03, 0.9, a), rtol=1e-6)
-    # speed: uncached evaluation of the default grids
-    times = []
-    for k in range(5):
-        _accounting._sgm_rdp_cached.cache_clear()
-        t = time.perf_counter()
-        rdp_epsilon(0.01, 1.0 + k * 1e-3, 1000, 1e-5)
-        rdp_epsilon(0.01, 1.0 + k * 1e-3, 1000, 1e-5, orders="opacus")
-        times.append(time.perf_counter() - t)
-    assert min(times) < 0.05  # about 5 ms here for both grids; the bench reports the measured time
+    # the accountant's time is measured by the bench (compare.py --privcode), not asserted here
 
 
 def test_noise_multiplier_for_inverts_rdp_epsilon():
@@ -623,7 +614,6 @@ def test_smollm2_per_sample_grads_and_one_dp_step(smollm2):
         def lm_loss(m, b):
             return m(input_ids=b[0], labels=b[1]).loss
 
-        t = time.perf_counter()
         g = per_sample_grads(model, lm_loss, (ids, labels))
         assert set(g) == set(subset) and g["model.norm.weight"].shape == (2, 576)
         # the oracle: one ordinary backward per snippet
@@ -653,7 +643,6 @@ def test_smollm2_per_sample_grads_and_one_dp_step(smollm2):
         assert res.per_sample_norms.shape == (2,) and math.isfinite(res.loss) and res.clip_fraction == 1.0
         assert (res.per_sample_norms > 2 * ce_norms).all()  # the KL term's gradient is there, and large
         assert any(not torch.equal(before[n], p) for n, p in model.named_parameters() if n in subset)
-        assert time.perf_counter() - t < 45
     finally:
         with torch.no_grad():
             for n, p in model.named_parameters():
