@@ -476,18 +476,23 @@ def test_trust_boxes_hold_the_control_on_their_faces():
 
 @pytest.mark.slow
 def test_many_well_32_paths_stay_near_the_mass():
-    # the --sampling-hard settings. Without the guards 9% of the paths ran away (|x| up to 1e6, ELBO gap
-    # 1e22); with them, measured: -0.020 +- 0.063, ESS 0.025, ELBO gap 21, every sample within |x| <= 6.8
+    # the --sampling-hard settings (100 steps, one refinement round): without the guards 9% of the paths ran
+    # away (|x| up to 1e6, ELBO gap 1e22); with them, measured: -0.020 +- 0.063, ESS 0.025, ELBO gap 21, every
+    # sample within |x| <= 6.8. Here 50 steps and no refinement (a third of the time), rng 0-5 measured:
+    # |dlog Z| at most 0.26 of its bound, ESS 0.003-0.015, ELBO gap 4.3-7.5, |x| <= 6.8, MMD^2 <= 0.0013; the
+    # same fits without the guards (the sampler's _control.guards set to None): ELBO gap 1e8-1e13 on every seed,
+    # |x| up to 5e4 (above 10 on five of the six)
     from numtk.sampling import many_well
 
     target = many_well(32)
-    sampler = ScoreBasedSampler(target, rng=0, n_steps=100, refine=1, options={"design_mix": (1.0, 0.0, 0.0)}).fit()
+    sampler = ScoreBasedSampler(target, rng=0, n_steps=50, refine=0, options={"design_mix": (1.0, 0.0, 0.0)}).fit()
     est = sampler.log_Z(10000, rng=1)
     assert abs(est.value - target.log_Z) < 5 * est.stderr + 0.05
     assert target.log_Z - est.elbo < 60
     X = sampler.sample(10000, rng=3)
     assert np.abs(X).max() < 10
-    # MMD^2 against exact samples: 0.0029 measured (exact against exact 1e-4)
+    # MMD^2 against exact samples: 0.0029 measured with 100 steps, 0.0004-0.0013 here (exact against exact
+    # 1e-4)
     from numtk.sampling import mmd
 
     assert mmd(X[:2000], target.sample(2000, rng=4)) < 0.01
