@@ -177,7 +177,8 @@ def test_regmix_laws_on_all_13_validation_sets(regmix):
              "-"]]
     for form in _FORMS:
         t0 = time.perf_counter()
-        law = MixtureLaw(form, fixed={"E": 0.0}, rng=0, n_starts=4).fit(X, Y)
+        # one start: with rng 0-3 every form lands within 3e-4 of the four-start fit's Spearman and MAE
+        law = MixtureLaw(form, fixed={"E": 0.0}, rng=0, n_starts=1).fit(X, Y)
         seconds = time.perf_counter() - t0
         pred = law.predict(X_big)
         assert pred.shape == (64, 13)
