@@ -209,11 +209,13 @@ def _fit_and_compare(target, seed=0, **kw):
 def test_25gmm_and_a_double_well_against_exact_samples():
     # measured (seed 0): 25-GMM +0.034 +- 0.029, ESS 0.11, MMD^2 0.018 (the unweighted samples; exact against
     # exact 1e-4), 28 s; double well d = 10 (m = 3, delta = 2) +0.013 +- 0.013, ESS 0.36, MMD^2 0.0012, 28 s.
-    # DDS / PIS report 1.76 / 1.80 on the 25-GMM
+    # DDS / PIS report 1.76 / 1.80 on the 25-GMM. The 25-GMM needs no refinement round: without it, seeds 0-4
+    # gave |dlog Z| at most 0.19 of the bound and MMD^2 0.015-0.019 (as with the round). The double well does
+    # need it: without, seed 1 had MMD^2 0.020 and seed 3 missed log Z by 446
     from numtk.sampling import double_well
 
     gmm = gaussian_mixture(name="25gmm")
-    est, m2 = _fit_and_compare(gmm, n_steps=100, degree=63, refine=1)
+    est, m2 = _fit_and_compare(gmm, n_steps=100, degree=63, refine=0)
     assert abs(est.value - gmm.log_Z) < 5 * est.stderr + 0.05
     assert m2 < 0.04
     dw = double_well(10, 3, 2.0)
