@@ -128,8 +128,8 @@ def test_noise_floor_bad_arguments():
 # ------------------------------------------------------------------------------------------------
 
 # measured |tau| (floor) with this module's configuration; the misses short-circuit arms (see the diagnostic)
-_MISSES = {("spiral", 5): "0.380 (floor 0.987)", ("spiral", 7): "0.692 (floor 0.9955)",
-           ("nested_arcs", 5): "0.179 (floor 0.984)", ("nested_arcs", 7): "0.888 (floor 0.9926)"}
+# (at 7x they were 0.692 and 0.888 before edges between strands sharing few neighbours were dropped)
+_MISSES = {("spiral", 5): "0.636 (floor 0.987)", ("nested_arcs", 5): "0.242 (floor 0.984)"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -161,7 +161,7 @@ def test_stage_reaches_the_floor_from_ten_noise_widths_and_the_diagnostic_is_qui
 
 @pytest.mark.parametrize("kind", ["spiral", "nested_arcs"])
 def test_the_diagnostic_flags_the_misses(kind):
-    for ratio in (5, 7):
+    for ratio in (5,):
         X, t, floor, res = _case(kind, ratio)
         assert order_agreement(res.order, t) < floor - 0.05
         check = short_circuits(X, res)

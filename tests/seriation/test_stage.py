@@ -485,6 +485,48 @@ def _graph_draws(data, max_n=40):
 
 @settings(max_examples=60)
 @given(st.data())
+def test_shared_neighbours_against_dense_numpy(data):
+    rng, W, dtype, threads = _graph_draws(data)
+    n = W.shape[0]
+    indptr, indices, _ = _arrays(W, dtype)
+    rows = np.repeat(np.arange(n), np.diff(indptr))
+    A = (W.toarray() != 0).astype(np.int64)
+    common = A @ A  # (A^2)_ij: paths i - k - j, the neighbours i and j share
+    got = _seriation_ext.shared_neighbours(indptr, indices, threads)
+    assert got.dtype == np.int32
+    assert_array_equal(got, common[rows, indices])
+    assert_array_equal(_seriation_ext.shared_neighbours(indptr, indices, 3), got)
+
+
+def test_shared_neighbours_edge_cases():
+    for dtype in (np.int32, np.int64):
+        empty = _seriation_ext.shared_neighbours(np.zeros(1, dtype), np.zeros(0, dtype), 2)
+        assert empty.shape == (0,)
+        lone = _seriation_ext.shared_neighbours(np.zeros(2, dtype), np.zeros(0, dtype), 1)
+        assert lone.shape == (0,)
+        # a triangle and a pendant: the triangle's edges share one neighbour, the pendant's none
+        W = sp.csr_matrix(np.array([[0, 1, 1, 0], [1, 0, 1, 0], [1, 1, 0, 1], [0, 0, 1, 0]], dtype=float))
+        got = _seriation_ext.shared_neighbours(W.indptr.astype(dtype), W.indices.astype(dtype), 2)
+        assert_array_equal(got, [1, 1, 1, 1, 1, 1, 0, 0])
+        strided = np.zeros(2 * W.indices.size, dtype)[::2]  # non-contiguous indices are copied
+        strided[:] = W.indices
+        assert_array_equal(_seriation_ext.shared_neighbours(W.indptr.astype(dtype), strided, 1), got)
+    # a pattern that is not symmetric: entries without a mirror are counted too (the count is symmetric)
+    D = np.array([[0, 1, 1, 1], [0, 0, 1, 0], [1, 1, 0, 0], [1, 0, 1, 0]])
+    A = sp.csr_matrix(D)
+    rows = np.repeat(np.arange(4), np.diff(A.indptr))
+    assert_array_equal(_seriation_ext.shared_neighbours(A.indptr, A.indices, 2),
+                       np.einsum("ek,ek->e", D[rows], D[A.indices]))
+    with pytest.raises(ValueError, match="indptr"):
+        _seriation_ext.shared_neighbours(np.array([0, 2, 1]), np.array([1, 0]), 1)
+    with pytest.raises(IndexError, match="indices"):
+        _seriation_ext.shared_neighbours(np.array([0, 1, 2]), np.array([1, 2]), 1)
+    with pytest.raises(ValueError, match="sorted"):
+        _seriation_ext.shared_neighbours(np.array([0, 2, 3, 4]), np.array([2, 1, 0, 0]), 1)
+
+
+@settings(max_examples=60)
+@given(st.data())
 def test_sync_kernels_against_numpy(data):
     rng, W, dtype, threads = _graph_draws(data)
     n = W.shape[0]
@@ -704,7 +746,7 @@ def test_outliers_keep_the_system_well_conditioned():
 
 STAGE_FIELDS = ["order", "embedding", "tangents", "signs", "graph", "inverse", "residual", "misfit", "n_iter",
                 "success", "status", "message", "n_components", "labels", "frustration", "tangent_neighbors",
-                "tangent_fit_points", "isotropy", "transverse_edges", "pca_components"]
+                "tangent_fit_points", "isotropy", "transverse_edges", "unshared_edges", "pca_components"]
 
 
 @pytest.mark.parametrize("X", [np.repeat([[0.0, 1.0], [2.0, 3.0]], 3, axis=0),      # two distinct rows: no solve

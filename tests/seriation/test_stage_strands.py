@@ -30,7 +30,7 @@ def test_close_arm_spiral_beats_spectral_at_n_1000(seed):
     res = stage(X, rng=0)
     tau = order_agreement(res.order, t)
     base = order_agreement(spectral_seriation(X).order, t)
-    assert res.transverse_edges > 1000
+    assert res.transverse_edges + res.unshared_edges > 1000  # dropped by the transverse or the shared test
     assert tau > base
     assert tau >= 0.99
 

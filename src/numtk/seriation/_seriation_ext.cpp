@@ -104,6 +104,23 @@ py::array_t<double> edge_cosines(darray T, carray<I> indptr, carray<I> indices, 
 }
 
 template <class I>
+py::array_t<std::int32_t> shared_neighbours(carray<I> indptr, carray<I> indices, int threads) {
+    const std::size_t n = check_csr(indptr, indices);
+    threads = check_threads(threads);
+    const I* p = indptr.data();
+    const I* j = indices.data();
+    for (std::size_t i = 0; i < n; ++i)
+        for (I e = p[i] + 1; e < p[i + 1]; ++e)
+            if (j[e] <= j[e - 1]) throw std::invalid_argument("`indices` must be sorted, without repeats, in each row");
+    py::array_t<std::int32_t> s(indices.shape(0));
+    {
+        py::gil_scoped_release release;
+        numtk::seriation::shared_neighbours(indptr.data(), indices.data(), n, s.mutable_data(), threads);
+    }
+    return s;
+}
+
+template <class I>
 py::array_t<double> tree_signs(carray<I> indptr, carray<I> indices, darray h, carray<I> order, carray<I> parent,
                                darray z0) {
     const std::size_t n = check_csr(indptr, indices);
@@ -333,6 +350,9 @@ X float64 (rows, d); neighbors int32/int64 (n, k): row indices into X, one neigh
 tol = 0 runs every neighbourhood to the full Krylov space (exact). Runs with the GIL released.)doc");
     m.def("edge_cosines", &edge_cosines<I>, py::arg("T"), py::arg("indptr"), py::arg("indices"),
           py::arg("threads") = 1, "c[e] = <T_i, T_j> for every stored entry e = (i, j) of a CSR pattern.");
+    m.def("shared_neighbours", &shared_neighbours<I>, py::arg("indptr"), py::arg("indices"), py::arg("threads") = 1,
+          "s[e] = number of neighbours the endpoints of the stored entry e = (i, j) share (symmetric pattern,\n"
+          "no self loops, each row's indices sorted; int32).");
     m.def("tree_signs", &tree_signs<I>, py::arg("indptr"), py::arg("indices"), py::arg("h"), py::arg("order"),
           py::arg("parent"), py::arg("z0"),
           "Signs along a spanning tree in breadth-first order: z[v] = z[parent] * sign(h(v, parent)).");

@@ -5,6 +5,7 @@
 // H has the same pattern with values h_e = w_e c_e (weight times the cosine of the two tangents).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -24,6 +25,53 @@ void edge_cosines(const double* T, std::size_t d, const I* indptr, const I* indi
             for (I e = indptr[i]; e < indptr[i + 1]; ++e)
                 c[e] = detail::dot(ti, T + std::size_t(indices[e]) * d, d);
         }
+    });
+}
+
+// s[e] = |N(i) & N(j)| for every stored entry e = (i, j) of a symmetric CSR pattern without self loops, each
+// row's indices sorted: the neighbours the two endpoints share. Each edge is counted once, from its smaller
+// endpoint i, by merging the two sorted rows (O(deg i + deg j), both rows read sequentially); the count is
+// copied to the mirror entry (j, i), found by bisection in row j (only row i's chunk writes it: no race).
+namespace detail {
+template <class I>
+std::int32_t sorted_common(const I* a, const I* a1, const I* b, const I* b1) {
+    std::int32_t c = 0;
+    while (a < a1 && b < b1) {  // branch-free: the comparisons are unpredictable
+        const I x = *a, y = *b;
+        c += std::int32_t(x == y);
+        a += x <= y;
+        b += y <= x;
+    }
+    return c;
+}
+}  // namespace detail
+
+template <class I>
+void shared_neighbours(const I* indptr, const I* indices, std::size_t n, std::int32_t* s, int threads) {
+    std::fill(s, s + std::size_t(indptr[n]), std::int32_t(-1));
+    parallel_for_chunks(n, threads, [&](int, std::size_t lo, std::size_t hi) {
+        for (std::size_t i = lo; i < hi; ++i) {
+            for (I e = indptr[i]; e < indptr[i + 1]; ++e) {
+                const std::size_t j = std::size_t(indices[e]);
+                if (j <= i) continue;
+                const I* b0 = indices + indptr[j];
+                const I* b1 = indices + indptr[j + 1];
+                const std::int32_t c = detail::sorted_common(indices + indptr[i], indices + indptr[i + 1], b0, b1);
+                s[e] = c;
+                const I* m = std::lower_bound(b0, b1, I(i));
+                if (m != b1 && std::size_t(*m) == i) s[m - indices] = c;
+            }
+        }
+    });
+    // Entries (i, j), j < i, without a mirror (a pattern that is not symmetric): counted from their own row.
+    parallel_for_chunks(n, threads, [&](int, std::size_t lo, std::size_t hi) {
+        for (std::size_t i = lo; i < hi; ++i)
+            for (I e = indptr[i]; e < indptr[i + 1]; ++e)
+                if (s[e] < 0) {
+                    const std::size_t j = std::size_t(indices[e]);
+                    s[e] = detail::sorted_common(indices + indptr[i], indices + indptr[i + 1], indices + indptr[j],
+                                                 indices + indptr[j + 1]);
+                }
     });
 }
 
