@@ -170,7 +170,8 @@ def nash_first_order(quick: bool = False, sizes=None, tol: float = 1e-6) -> None
         game = MatrixGame(M)
         calls = {"highs-ds": lambda: nash_equilibrium(game, "lp", options={"highs_method": "highs-ds"}),
                  "highs-ipm": lambda: nash_equilibrium(game, "lp", options={"highs_method": "highs-ipm"}),
-                 "rm+": lambda: nash_equilibrium(game, "rm+", tol=tol),
+                 "rm+": lambda: nash_equilibrium(game, "rm+", tol=tol),  # default: predictive='auto'
+                 "rm+ plain": lambda: nash_equilibrium(game, "rm+", tol=tol, options={"predictive": False}),
                  "prm+": lambda: nash_equilibrium(game, "rm+", tol=tol, options={"predictive": True}),
                  "cfr+": lambda: nash_equilibrium(game, "cfr+", tol=tol, max_iter=100_000)}
         big = n >= 500
@@ -184,7 +185,7 @@ def nash_first_order(quick: bool = False, sizes=None, tol: float = 1e-6) -> None
         for name in calls:
             secs, res = t.medians[name], t.results[name]
             row = f"{n:>5} {name:<10} {secs:9.4f} {best / secs:13.2f}x {res.n_iter:>11} {res.gap:9.1e}"
-            if name in ("rm+", "prm+", "cfr+"):
+            if name in ("rm+", "rm+ plain", "prm+", "cfr+"):
                 per = secs / res.n_iter
                 row += f" {per * 1e6:8.1f} {per / sgemv:10.2f} {int(best / per):>9}"
             print(row)
