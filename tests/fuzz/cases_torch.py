@@ -135,9 +135,10 @@ CASES = {c.name: c for c in [
          {"x": "tensor", "router_logits": "tensor", "top_k": "int>=1"},
          positional={"x": 0, "router_logits": 1}),
     Case("numtk.torch.llep.run_distributed", _run, {}, positional={"fn": 0, "world_size": 1}, timeout=60.0),
-    # world_size=1, repeats=1 and warmup=0 are the valid call itself (each call spawns a process: not twice)
+    # world_size=1, num_hot=1, repeats=1 and warmup=0 are the valid call itself (each call spawns a process:
+    # not twice)
     Case("numtk.torch.llep.benchmark_llep", _benchmark, {}, timeout=60.0,
-         skip={"world_size": ("1",), "repeats": ("1",), "warmup": ("0",)}),
+         skip={"world_size": ("1",), "num_hot": ("1",), "repeats": ("1",), "warmup": ("0",)}),
     *PUZZLE,
     *TOKENDROP,
     *MODDIT,
