@@ -58,9 +58,11 @@ def test_candidate_scores_are_post_expansion_pe():
 def test_leduc_global_beats_psro_nash_at_30_policies():
     game = LeducPoker()
     nash = psro(game, iterations=40, options={"max_policies": 30})
-    glob = psro(game, variant="global", iterations=40, n_candidates=8, rng=0, options={"max_policies": 30})
+    # four candidates a step (the prototype's eight: 0.256 vs 0.698) keep the gap and halve the candidate LPs:
+    # rng 0-4 gave PE 0.27-0.37 at 30 policies against PSRO-Nash's 0.677
+    glob = psro(game, variant="global", iterations=40, n_candidates=4, rng=0, options={"max_policies": 30})
     assert nash.history["population_size"][-1] == glob.history["population_size"][-1] == 30
-    assert glob.history["pe"][-1] < nash.history["pe"][-1]   # prototype: 0.256 vs 0.698
+    assert glob.history["pe"][-1] < nash.history["pe"][-1]
 
 
 def test_workers_give_the_same_run():
