@@ -11,6 +11,13 @@ demo's character LM (embeddings, MLP; batch 64 lines of 32 characters) and an ML
 10, batch 256). torch on one intra-op thread unless ``NUMTK_BENCH_TORCH_THREADS=all``. Interleaved rounds
 (:func:`benchmarks._timing.interleaved`), medians.
 
+Ghost clipping, on the models whose trainable parameters are all ``nn.Linear`` ones (the MLP): ``numtk ghost`` is
+``dp_sgd_step(..., method="ghost")`` (one forward and backward of the summed loss, per-example norms from each
+layer's inputs and output gradients, no per-example gradients), timed in the same interleaved rounds as the
+others; ``opacus ghost`` is Opacus's ``GradSampleModuleFastGradientClipping`` (ghost clipping) with its
+``DPOptimizerFastGradientClipping`` and ``DPLossFastGradientClipping`` (two backward passes). Their ``agree``
+compares numtk ghost with Opacus's ``GradSampleModule`` (sigma 0).
+
 Accountant: :func:`numtk.torch.privcode.rdp_epsilon` (q = 0.01, sigma = 1, 1000 steps, delta = 1e-5) with its cache
 cleared before each call (and cached), against Opacus's ``RDPAccountant.get_epsilon`` on the same orders (integer
 orders 2..256, and Opacus's default grid); :func:`~numtk.torch.privcode.noise_multiplier_for` against Opacus's
@@ -25,7 +32,7 @@ import warnings
 
 from benchmarks._timing import interleaved
 
-__all__ = ["compare", "make_problem", "step_calls", "accountant_calls", "MODELS"]
+__all__ = ["compare", "make_problem", "ghost_loss", "step_calls", "accountant_calls", "MODELS"]
 
 #: model name -> (batch size, description)
 MODELS = {"char LM (demo)": (64, "embeddings 55x16, context 8, MLP 128 -> 53; 32 characters per line"),
@@ -60,6 +67,19 @@ def make_problem(name: str, batch: int | None = None, seed: int = 0):
     return (lambda: copy.deepcopy(base)), loss_fn, data
 
 
+def ghost_loss(name: str):
+    """The summed loss ``loss_fn(model, batch)`` for ``dp_sgd_step(..., method="ghost")`` of a model of
+    :data:`MODELS` whose trainable parameters are all Linear ones; None for the others."""
+    import torch
+
+    if name.startswith("char LM"):
+        return None
+
+    def loss_sum(model, batch):
+        return torch.nn.functional.cross_entropy(model(batch[0]), batch[1], reduction="sum")
+    return loss_sum
+
+
 def step_calls(name: str, *, sigma: float = 1.0, clip: float = 1.0, batch: int | None = None) -> dict:
     """The contestants of one model: name -> callable doing one training step (returns nothing)."""
     import torch
@@ -83,6 +103,16 @@ def step_calls(name: str, *, sigma: float = 1.0, clip: float = 1.0, batch: int |
         opt_plain.step()
 
     calls = {"numtk": numtk_step}
+    loss_sum = ghost_loss(name)
+    if loss_sum is not None:
+        ghost = factory()
+        opt_ghost = torch.optim.SGD(ghost.parameters(), lr=1e-3)
+        gen_ghost = torch.Generator().manual_seed(0)
+
+        def ghost_step():
+            dp_sgd_step(ghost, loss_sum, data, opt_ghost, clip_norm=clip, noise_multiplier=sigma, rng=gen_ghost,
+                        method="ghost")
+        calls["numtk ghost"] = ghost_step
     try:
         from opacus import GradSampleModule
         from opacus.optimizers import DPOptimizer
@@ -98,12 +128,41 @@ def step_calls(name: str, *, sigma: float = 1.0, clip: float = 1.0, batch: int |
             loss_fn(gsm, data).backward()
             opt.step()
         calls["opacus"] = opacus_step
+        if loss_sum is not None:
+            step = _opacus_ghost_step(factory(), data, sigma, clip)
+            if step is not None:
+                calls["opacus ghost"] = step
     calls["non-private"] = plain_step
     return calls
 
 
-def agreement(name: str) -> float | None:
-    """The largest relative difference between numtk's and Opacus's noiseless clipped-mean gradients."""
+def _opacus_ghost_step(model, data, sigma: float, clip: float):
+    """A training step by Opacus's ghost clipping (None where this Opacus lacks it)."""
+    import torch
+
+    try:
+        from opacus.grad_sample import GradSampleModuleFastGradientClipping
+        from opacus.optimizers import DPOptimizerFastGradientClipping
+        from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
+    except ImportError:
+        return None
+    gsm = GradSampleModuleFastGradientClipping(model, loss_reduction="mean", max_grad_norm=clip,
+                                               use_ghost_clipping=True)
+    opt = DPOptimizerFastGradientClipping(torch.optim.SGD(gsm.parameters(), lr=1e-3), noise_multiplier=sigma,
+                                          max_grad_norm=clip, expected_batch_size=data[0].shape[0],
+                                          loss_reduction="mean")
+    crit = DPLossFastGradientClipping(gsm, opt, torch.nn.CrossEntropyLoss(), loss_reduction="mean")
+
+    def step():
+        opt.zero_grad()
+        crit(gsm(data[0]), data[1]).backward()
+        opt.step()
+    return step
+
+
+def agreement(name: str, method: str = "vmap") -> float | None:
+    """The largest relative difference between numtk's (``method``) and Opacus's noiseless clipped-mean
+    gradients."""
     import torch
 
     from numtk.torch.privcode import dp_sgd_step
@@ -115,7 +174,10 @@ def agreement(name: str) -> float | None:
         return None
     factory, loss_fn, data = make_problem(name)
     ours = factory()
-    dp_sgd_step(ours, loss_fn, data, None, clip_norm=1.0, noise_multiplier=0.0)
+    if method == "ghost":
+        dp_sgd_step(ours, ghost_loss(name), data, None, clip_norm=1.0, noise_multiplier=0.0, method="ghost")
+    else:
+        dp_sgd_step(ours, loss_fn, data, None, clip_norm=1.0, noise_multiplier=0.0)
     gsm = GradSampleModule(factory(), loss_reduction="mean")
     opt = DPOptimizer(torch.optim.SGD(gsm.parameters(), lr=0.0), noise_multiplier=0.0, max_grad_norm=1.0,
                       expected_batch_size=data[0].shape[0], loss_reduction="mean")
@@ -190,9 +252,12 @@ def compare(*, quick: bool = False, options=None) -> None:
               f"{torch.get_num_threads()} thread(s), float32; medians of {repeat} interleaved rounds")
         print(f"  {'model':<16} {'batch':>5} {'numtk ms':>9} {'opacus ms':>10} {'plain ms':>9} "
               f"{'opacus/numtk':>12} {'numtk/plain':>11}  agree (sigma 0)")
+        ghost_rows = []
         for name, (B, what) in MODELS.items():
             t = interleaved(step_calls(name), repeat=repeat, min_time=0.05)
             m = t.medians
+            if "numtk ghost" in m:
+                ghost_rows.append((name, B, m))
             op = f"{1e3 * m['opacus']:10.2f}" if "opacus" in m else f"{'-':>10}"
             ratio = f"{m['opacus'] / m['numtk']:11.2f}x" if "opacus" in m else f"{'-':>12}"
             agree = agreement(name)
@@ -203,6 +268,21 @@ def compare(*, quick: bool = False, options=None) -> None:
             print(f"    {name}: {what}")
         print("  (opacus/numtk > 1: numtk's step is faster; numtk/plain: the cost of privacy over a non-private "
               "step)")
+        if ghost_rows:
+            print("  ghost clipping (numtk: method='ghost'; opacus ghost: GradSampleModuleFastGradientClipping), "
+                  "same rounds:")
+            print(f"  {'model':<16} {'batch':>5} {'ghost ms':>9} {'op.ghost ms':>11} {'plain ms':>9} "
+                  f"{'ghost/plain':>11} {'vmap/ghost':>10} {'opacus/ghost':>12} {'op.ghost/ghost':>14}  "
+                  f"agree (sigma 0)")
+        for name, B, m in ghost_rows:
+            g = m["numtk ghost"]
+            og = f"{1e3 * m['opacus ghost']:11.2f}" if "opacus ghost" in m else f"{'-':>11}"
+            r_op = f"{m['opacus'] / g:11.2f}x" if "opacus" in m else f"{'-':>12}"
+            r_og = f"{m['opacus ghost'] / g:13.2f}x" if "opacus ghost" in m else f"{'-':>14}"
+            agree = agreement(name, "ghost")
+            agree = "Opacus absent" if agree is None else f"max rel diff {agree:.1e}"
+            print(f"  {name:<16} {B:>5} {1e3 * g:9.2f} {og} {1e3 * m['non-private']:9.2f} "
+                  f"{g / m['non-private']:10.2f}x {m['numtk'] / g:9.2f}x {r_op} {r_og}  {agree}")
         calls = accountant_calls()
         t = interleaved(calls, repeat=repeat, min_time=0.02)
         print("Accountant, q = 0.01, sigma = 1, 1000 steps, delta = 1e-5 (noise_multiplier_for: epsilon 4): "

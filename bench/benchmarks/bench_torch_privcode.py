@@ -1,7 +1,8 @@
 """asv benchmarks of numtk.torch.privcode: one DP-SGD step of numtk and of Opacus (GradSampleModule + DPOptimizer)
 beside a non-private step on the demo's character LM (the problems of ``compare.py --privcode``,
-``_torch_privcode.py``, at a small batch), and the accountant (uncached), torch on one thread. Skipped
-(NotImplementedError in setup) where torch, or Opacus for its contestant, is not installed."""
+``_torch_privcode.py``, at a small batch), ghost clipping (numtk's and Opacus's) on the MLP classifier, and the
+accountant (uncached), torch on one thread. Skipped (NotImplementedError in setup) where torch, or Opacus for its
+contestant, is not installed."""
 
 from benchmarks._torch_privcode import accountant_calls, step_calls
 
@@ -26,6 +27,38 @@ class DPSGDStep:
         calls = step_calls("char LM (demo)", batch=32)
         if contestant not in calls:
             raise NotImplementedError("Opacus is not installed")
+        self.threads = torch_threads(1)
+        self.threads.__enter__()
+        self.call = calls[contestant]
+
+    def teardown(self, contestant):
+        self.threads.__exit__(None, None, None)
+
+    def time_step(self, contestant):
+        self.call()
+
+
+class GhostStep:
+    """One training step of the MLP classifier (256 -> 512 -> 512 -> 10, batch 256): numtk's dp_sgd_step with
+    method='ghost', Opacus's ghost clipping (GradSampleModuleFastGradientClipping), non-private."""
+
+    params = [["numtk ghost", "opacus ghost", "non-private"]]
+    param_names = ["contestant"]
+    timeout = 300
+
+    def setup(self, contestant):
+        import warnings
+
+        try:
+            import torch  # noqa: F401
+        except ImportError:  # pragma: no cover - asv skips the benchmark
+            raise NotImplementedError("torch is not installed")
+        from numtk.torch._common import torch_threads
+
+        warnings.simplefilter("ignore")
+        calls = step_calls("MLP classifier")
+        if contestant not in calls:
+            raise NotImplementedError("Opacus (with ghost clipping) is not installed")
         self.threads = torch_threads(1)
         self.threads.__enter__()
         self.call = calls[contestant]

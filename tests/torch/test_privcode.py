@@ -650,3 +650,203 @@ def test_smollm2_per_sample_grads_and_one_dp_step(smollm2):
                     p.copy_(before[n])
                 p.requires_grad_(saved[n])
                 p.grad = None
+
+
+# --------------------------------------------------------------------------------------------------
+# ghost clipping (method="ghost"): oracles are the vmap path, a loop of single-example backward passes with the
+# clipping written by hand, and the plain gradient of the summed loss
+# --------------------------------------------------------------------------------------------------
+def ce_sum(model, batch):
+    return F.cross_entropy(model(batch[0]), batch[1], reduction="sum")
+
+
+def mlp(dtype=F64, seed=0):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(torch.nn.Linear(6, 9), torch.nn.ReLU(inplace=True), torch.nn.Linear(9, 8),
+                                   torch.nn.ReLU(), torch.nn.Linear(8, 4)).to(dtype)
+
+
+def mlp_batch(B=7, dtype=F64, seed=3):
+    g = gen(seed)
+    return torch.randn(B, 6, generator=g, dtype=dtype) * 2, torch.randint(0, 4, (B,), generator=g)
+
+
+def grads_of(model):
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+
+
+def rel(a, b):
+    return float((a - b).norm() / b.norm().clamp_min(1e-30))
+
+
+def both(model, loss_mean, loss_sum, batch, **kw):
+    """dp_sgd_step by vmap and by ghost on the same model: (results, gradients) of each."""
+    rv = dp_sgd_step(model, loss_mean, batch, None, method="vmap", **kw)
+    gv = grads_of(model)
+    rg = dp_sgd_step(model, loss_sum, batch, None, method="ghost", **kw)
+    return rv, gv, rg, grads_of(model)
+
+
+@pytest.mark.parametrize("dtype,tol", [(F64, 1e-12), (torch.float32, 1e-6)])
+def test_ghost_equals_vmap_and_a_backward_loop_on_an_mlp(dtype, tol):
+    net = mlp(dtype)
+    x, y = mlp_batch(dtype=dtype)
+    C = 1.6
+    rv, gv, rg, gg = both(net, ce, ce_sum, (x, y), clip_norm=C, noise_multiplier=0.0)
+    assert 0 < rg.clip_fraction < 1 and rg.clip_fraction == rv.clip_fraction
+    assert rel(rg.per_sample_norms, rv.per_sample_norms) < tol
+    assert rg.loss == pytest.approx(rv.loss, rel=tol)
+    for n in gv:
+        assert rel(gg[n], gv[n]) < tol, n
+    # independent of either: one backward per example, the flat clipping written by hand
+    params = list(net.parameters())
+    want = [torch.zeros_like(p) for p in params]
+    for i in range(len(y)):
+        gi = torch.autograd.grad(ce(net, (x[i:i + 1], y[i:i + 1])), params)
+        norm = math.sqrt(sum(float(g.double().pow(2).sum()) for g in gi))
+        assert norm == pytest.approx(float(rg.per_sample_norms[i]), rel=tol * 10)
+        for w, g in zip(want, gi):
+            w += g * min(1.0, C / norm)
+    for (n, p), w in zip(net.named_parameters(), want):
+        assert rel(p.grad, w / len(y)) < tol * 10, n
+
+
+class TwiceLinear(torch.nn.Module):
+    """One Linear applied twice (its per-example gradient sums both calls) on (B, T, d) inputs, then a head."""
+
+    def __init__(self, d=5, out=3):
+        super().__init__()
+        self.inner = torch.nn.Linear(d, d)
+        self.head = torch.nn.Linear(d, out, bias=False)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.inner(torch.tanh(self.inner(x)))))
+
+
+@pytest.mark.parametrize("d_in,d_out,T", [(30, 40, 3), (4, 6, 3), (3, 2, 7)])
+def test_ghost_on_sequence_inputs_equals_vmap(d_in, d_out, T):
+    # (30, 40, 3): the Gram form (T (in + out) <= in out); the others form the per-example (out, in) gradients
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        lin = torch.nn.Linear(d_in, d_out, dtype=F64)
+    xs = torch.randn(6, T, d_in, generator=gen(4), dtype=F64)
+    tgt = torch.randn(6, T, d_out, generator=gen(5), dtype=F64)
+    loss_sum = lambda m, b: ((m(b[0]).tanh() - b[1]) ** 2).sum()  # noqa: E731
+    rv, gv, rg, gg = both(lin, loss_sum, loss_sum, (xs, tgt), clip_norm=1.0, noise_multiplier=0.0)
+    assert rv.clip_fraction > 0
+    torch.testing.assert_close(rg.per_sample_norms, rv.per_sample_norms, rtol=1e-12, atol=0)
+    for n in gv:
+        torch.testing.assert_close(gg[n], gv[n], rtol=1e-12, atol=1e-15)
+    # a Linear called twice, 4-D inputs (B, 2, T, d)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(2)
+        net = TwiceLinear().to(F64)
+    x4 = torch.randn(5, 2, 3, 5, generator=gen(6), dtype=F64)
+    y4 = torch.randint(0, 3, (5,), generator=gen(7))
+    mean4 = lambda m, b: F.cross_entropy(m(b[0]).sum((1, 2)), b[1])  # noqa: E731
+    sum4 = lambda m, b: F.cross_entropy(m(b[0]).sum((1, 2)), b[1], reduction="sum")  # noqa: E731
+    rv, gv, rg, gg = both(net, mean4, sum4, (x4, y4), clip_norm=0.3, noise_multiplier=0.0)
+    torch.testing.assert_close(rg.per_sample_norms, rv.per_sample_norms, rtol=1e-12, atol=0)
+    for n in gv:
+        torch.testing.assert_close(gg[n], gv[n], rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("dtype,tol", [(F64, 1e-13), (torch.float32, 1e-6)])
+def test_ghost_without_clipping_is_the_plain_gradient_of_the_summed_loss(dtype, tol):
+    net = mlp(dtype, seed=2)
+    batch = mlp_batch(B=9, dtype=dtype)
+    for p in net.parameters():                   # previous gradients are replaced, not accumulated
+        p.grad = torch.full_like(p, 7.0)
+    ref = mlp(dtype, seed=2)
+    ce_sum(ref, batch).backward()
+    res = dp_sgd_step(net, ce_sum, batch, None, clip_norm=math.inf, noise_multiplier=0.0, method="ghost",
+                      expected_batch_size=12.0)
+    assert res.clip_fraction == 0.0 and res.divisor == 12.0 and res.batch_size == 9
+    for p, q in zip(net.parameters(), ref.parameters()):
+        assert rel(p.grad, q.grad / 12.0) < tol
+
+
+def test_ghost_noise_and_empty_batch_as_the_vmap_path():
+    x, y = mlp_batch(B=5)
+    outs = []
+    for method, fn in (("vmap", ce), ("ghost", ce_sum)):
+        net = mlp()
+        opt = torch.optim.SGD(net.parameters(), lr=0.5)
+        res = dp_sgd_step(net, fn, (x, y), opt, clip_norm=0.7, noise_multiplier=1.3, rng=11, method=method)
+        outs.append((res, torch.cat([p.detach().reshape(-1) for p in net.parameters()])))
+    (rv, pv), (rg, pg) = outs
+    torch.testing.assert_close(pg, pv, rtol=1e-12, atol=1e-14)
+    assert rg.noise_std == rv.noise_std and rg.divisor == rv.divisor
+    # an empty batch: pure noise, the same draws; the loss function is not called
+    empty = (torch.zeros(0, 6, dtype=F64), torch.zeros(0, dtype=torch.long))
+    grads = []
+    for method in ("vmap", "ghost"):
+        net = mlp()
+        res = dp_sgd_step(net, ce, empty, None, clip_norm=1.0, noise_multiplier=1.0, rng=0, method=method,
+                          expected_batch_size=4.0)
+        assert res.batch_size == 0 and math.isnan(res.loss) and math.isnan(res.clip_fraction)
+        assert res.per_sample_norms.shape == (0,)
+        grads.append(grads_of(net))
+    for n in grads[0]:
+        assert float(grads[0][n].abs().sum()) > 0
+        torch.testing.assert_close(grads[1][n], grads[0][n], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="`expected_batch_size`"):
+        dp_sgd_step(mlp(), ce_sum, empty, None, clip_norm=1.0, noise_multiplier=1.0, method="ghost")
+
+
+def hook_counts(model):
+    return [len(m._forward_hooks) + len(m._backward_hooks) for m in model.modules()]
+
+
+class CustomLinear(torch.nn.Linear):
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+def test_ghost_rejects_other_parameters_and_removes_its_hooks():
+    net = tiny()
+    with pytest.raises(ValueError, match=r"'emb\.weight'.*Embedding.*method='vmap'"):
+        dp_sgd_step(net, ce_sum, tiny_batch(), None, clip_norm=1.0, noise_multiplier=0.0, method="ghost")
+    net.emb.weight.requires_grad_(False)
+    with pytest.raises(ValueError, match=r"'norm\.weight'.*LayerNorm"):
+        dp_sgd_step(net, ce_sum, tiny_batch(), None, clip_norm=1.0, noise_multiplier=0.0, method="ghost")
+    # the embedding and the norm frozen: the head alone, as by vmap
+    net.norm.requires_grad_(False)
+    rv, gv, rg, gg = both(net, ce, ce_sum, tiny_batch(), clip_norm=0.2, noise_multiplier=0.0)
+    assert set(gg) == {"head.weight", "head.bias"}
+    for n in gg:
+        torch.testing.assert_close(gg[n], gv[n], rtol=1e-12, atol=1e-15)
+    assert hook_counts(net) == [0] * len(hook_counts(net))
+    with pytest.raises(ValueError, match="CustomLinear"):
+        dp_sgd_step(CustomLinear(3, 2), lambda m, b: m(b).sum(), torch.ones(2, 3), None, clip_norm=1.0,
+                    noise_multiplier=0.0, method="ghost")
+    # a Linear's weight used outside its forward (MultiheadAttention's out_proj)
+    att = torch.nn.MultiheadAttention(4, 2, batch_first=True)
+    att.in_proj_weight.requires_grad_(False)
+    att.in_proj_bias.requires_grad_(False)
+    with pytest.raises(ValueError, match="out_proj"):
+        dp_sgd_step(att, lambda m, b: m(b, b, b)[0].sum(), torch.randn(3, 2, 4), None, clip_norm=1.0,
+                    noise_multiplier=0.0, method="ghost")
+    assert hook_counts(att) == [0] * len(hook_counts(att))
+    # the hooks are removed when the loss function raises, or a Linear sees no batch dimension
+    net = mlp()
+
+    def boom(m, b):
+        m(b[0])
+        raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"):
+        dp_sgd_step(net, boom, mlp_batch(), None, clip_norm=1.0, noise_multiplier=0.0, method="ghost")
+    assert hook_counts(net) == [0] * 6
+    with pytest.raises(ValueError, match="leading dimension"):
+        dp_sgd_step(net, lambda m, b: m(b[0].reshape(2, -1, 6)).sum(), mlp_batch(B=6), None, clip_norm=1.0,
+                    noise_multiplier=0.0, method="ghost")
+    assert hook_counts(net) == [0] * 6
+    with pytest.raises(ValueError, match="`loss_fn`.*SUM"):
+        dp_sgd_step(net, lambda m, b: m(b[0]).sum(1), mlp_batch(), None, clip_norm=1.0, noise_multiplier=0.0,
+                    method="ghost")
+    assert hook_counts(net) == [0] * 6
+    with pytest.raises(ValueError, match="`method`"):
+        dp_sgd_step(net, ce_sum, mlp_batch(), None, clip_norm=1.0, noise_multiplier=0.0, method="ghosts")
+    with pytest.raises(ValueError, match="`method`"):
+        per_sample_grads(net, ce, mlp_batch(), method="ghost")

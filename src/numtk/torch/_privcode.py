@@ -232,6 +232,141 @@ def per_sample_grads(model: Any, loss_fn: Any, batch: Any, *, chunk_size: int | 
 # --------------------------------------------------------------------------------------------------
 # the DP-SGD step
 # --------------------------------------------------------------------------------------------------
+_DP_METHODS = ("vmap", "loop", "ghost")
+
+
+def _ghost_owners(model: "torch.nn.Module", train: dict) -> dict:
+    """Trainable parameter name -> [(Linear module, 'weight' or 'bias'), ...]; a ValueError naming the first
+    parameter that some other module owns (method='ghost' sees only what passes through ``nn.Linear.forward``)."""
+    owners: dict = {id(p): [] for p in train.values()}
+    for mod in model.modules():
+        for role, p in mod._parameters.items():
+            if p is not None and id(p) in owners:
+                owners[id(p)].append((mod, role))
+    out = {}
+    for name, p in train.items():
+        for mod, role in owners[id(p)]:
+            if type(mod).forward is not torch.nn.Linear.forward or role not in ("weight", "bias"):
+                raise ValueError(f"method='ghost' clips only the parameters of torch.nn.Linear layers; the trainable "
+                                 f"parameter {name!r} belongs to a {type(mod).__name__}: use method='vmap' (or "
+                                 f"freeze it)")
+        out[name] = owners[id(p)]
+    return out
+
+
+def _ghost_cat(ts: list) -> "torch.Tensor":
+    return ts[0] if len(ts) == 1 else torch.cat(ts, 1)
+
+
+def _ghost_sq_norms(role: str, a: "torch.Tensor | None", g: "torch.Tensor") -> tuple:
+    """Per-example squared gradient norms (n,) of a Linear's weight or bias from its inputs a (n, T, in) and
+    output gradients g (n, T, out), and the per-example gradients when they were formed (else None)."""
+    if role == "bias":
+        return g.sum(1).square().sum(1), None
+    n, T, d_in = a.shape
+    d_out = g.shape[2]
+    if T == 1:
+        return a.square().sum((1, 2)) * g.square().sum((1, 2)), None
+    if T * (d_in + d_out) <= d_in * d_out:
+        # the Gram form: ||sum_t g_t a_t^T||_F^2 = sum_{t,s} (a_t . a_s)(g_t . g_s), O(T^2 (in + out))
+        gram = (a @ a.transpose(1, 2)) * (g @ g.transpose(1, 2))
+        return gram.sum((1, 2)).clamp_min(0.0), None
+    per = g.transpose(1, 2) @ a                                  # (n, out, in), O(T in out)
+    return per.square().sum((1, 2)), per
+
+
+def _ghost_clipped(model: "torch.nn.Module", loss_fn: Any, batch: Any, n: int, train: dict, owners: dict,
+                   clip_norm: float) -> tuple:
+    """Method 'ghost' of :func:`dp_sgd_step`: (clipped sums by name, per-example norms (n,), summed loss) from one
+    forward and backward of the whole batch, without per-example gradients where they can be avoided."""
+    calls: dict = {}                                             # Linear module -> [[a, g], ...]
+    handles = []
+
+    def hook(mod: Any, args: tuple, output: Any) -> None:
+        if not args or not isinstance(args[0], torch.Tensor) or not isinstance(output, torch.Tensor):
+            return
+        a = args[0]
+        if a.ndim < 2 or a.shape[0] != n or output.shape[0] != n:
+            raise ValueError(f"method='ghost' needs every Linear's input to have the batch's examples on its "
+                             f"leading dimension (size {n}); a Linear got an input of shape {tuple(a.shape)}: "
+                             f"use method='vmap'")
+        if not output.requires_grad:
+            return
+        slot = [a.detach(), None]
+        calls.setdefault(mod, []).append(slot)
+
+        def grab(grad: "torch.Tensor") -> None:
+            slot[1] = grad.detach()
+        output.register_hook(grab)
+
+    modules = {mod for pairs in owners.values() for mod, _ in pairs}
+    try:
+        for mod in modules:
+            handles.append(mod.register_forward_hook(hook))
+        with torch.enable_grad():
+            loss = loss_fn(model, batch)
+            if not isinstance(loss, torch.Tensor) or loss.ndim != 0:
+                raise ValueError("`loss_fn` must return a scalar (0-D) tensor: with method='ghost', the SUM of "
+                                 "the losses of the examples of the whole batch it is given")
+            names = list(train)
+            if loss.requires_grad:
+                # every parameter as an input: the hooks fire wherever the loss depends on a Linear's output
+                grads = torch.autograd.grad(loss, [train[k] for k in names], allow_unused=True)
+                used = [g is not None for g in grads]
+                del grads
+            else:
+                used = [False] * len(names)
+    finally:
+        for h in handles:
+            h.remove()
+    loss = float(loss.detach())
+
+    tokens: dict = {}                                            # module -> (a (n, T, in), g (n, T, out)) or None
+    for mod, lst in calls.items():
+        done = [(a, g) for a, g in lst if g is not None]
+        if not done:
+            tokens[mod] = None
+            continue
+        tokens[mod] = (_ghost_cat([a.reshape(n, -1, a.shape[-1]) for a, _ in done]),
+                       _ghost_cat([g.reshape(n, -1, g.shape[-1]) for _, g in done]))
+
+    first = next(iter(train.values()))
+    sq = torch.zeros(n, dtype=first.dtype, device=first.device)
+    parts: dict = {}
+    for k, in_graph in zip(names, used):
+        pairs = [(tokens.get(mod), role) for mod, role in owners[k]]
+        pairs = [(ag, role) for ag, role in pairs if ag is not None]
+        if not pairs:
+            if in_graph:
+                raise ValueError(f"method='ghost': the loss depends on {k!r} other than through its Linear's "
+                                 f"forward (no hooked call saw it): use method='vmap'")
+            parts[k] = None
+            continue
+        role = pairs[0][1]
+        a = None if role == "bias" else _ghost_cat([ag[0] for ag, _ in pairs])
+        g = _ghost_cat([ag[1] for ag, _ in pairs])
+        s, per = _ghost_sq_norms(role, a, g)
+        sq = sq + s.to(sq.dtype)
+        parts[k] = (role, a, g, per)
+    norms = sq.clamp_min(0.0).sqrt()
+    factor = (clip_norm / norms).clamp(max=1.0)                  # norm 0 -> inf -> 1; C = inf -> 1
+    factor = torch.where(torch.isnan(factor), torch.ones_like(factor), factor)
+    summed = {}
+    for k, p in train.items():
+        if parts[k] is None:
+            summed[k] = torch.zeros_like(p)
+            continue
+        role, a, g, per = parts[k]
+        c = factor.to(g.dtype)
+        if role == "bias":
+            summed[k] = c @ g.sum(1)
+        elif per is not None:
+            summed[k] = torch.tensordot(c, per, dims=1)
+        else:
+            summed[k] = (g * c[:, None, None]).reshape(-1, g.shape[2]).T @ a.reshape(-1, a.shape[2])
+    return summed, norms, loss
+
+
 @constraints(model="any", loss_fn="callable", batch="any", optimizer="any", clip_norm="real>0",
              noise_multiplier="real>=0", rng="rng", expected_batch_size="real>0", chunk_size="int>=1",
              method="option")
@@ -255,15 +390,29 @@ def dp_sgd_step(model: Any, loss_fn: Any, batch: Any, optimizer: Any, *, clip_no
     without replacement only approximately covered). The privacy of a run of such steps is
     :func:`rdp_epsilon` of (q, ``noise_multiplier``, steps, delta) for Poisson sampling with rate q
     (:func:`poisson_sample`): a record is one example of ``batch``, adjacency is adding or removing one.
-    Clipping is flat (one norm over every trainable parameter); per-layer or ghost clipping change that
-    bookkeeping and are not offered. An empty batch (possible under Poisson sampling) gives pure noise.
+    Clipping is flat (one norm over every trainable parameter); per-layer clipping changes that bookkeeping and
+    is not offered. An empty batch (possible under Poisson sampling) gives pure noise.
+
+    ``method="ghost"`` computes the same step without per-example gradients (ghost clipping, Goodfellow 2015;
+    Li et al. 2022) for models whose trainable parameters all belong to :class:`torch.nn.Linear` layers: one
+    forward and backward of the whole batch, hooks that keep each Linear's input :math:`a_i` and output gradient
+    :math:`e_i`, the per-example norms from them (:math:`\\lVert a_i\\rVert^2 \\lVert e_i\\rVert^2` for a 2-D
+    input; for an input ``(B, T, in)`` either :math:`\\sum_{t,s} (a_{it} \\cdot a_{is})(e_{it} \\cdot e_{is})` or the
+    per-example ``(out, in)`` gradient, whichever is cheaper), then the clipped sum as one contraction per layer.
+    Its ``loss_fn`` is called once with the whole batch and must return the **sum** of the per-example losses
+    (``F.cross_entropy(..., reduction="sum")``): a mean would scale every example's gradient, so the clipping
+    and the step, by 1/B. Example i's loss must depend only on row i of every Linear's input and output (no
+    batch statistics), every Linear's input must carry the examples on its leading dimension, and a Linear's
+    parameters must not be used outside its forward (``nn.MultiheadAttention`` does); a trainable parameter of
+    any other module (an embedding, a norm) is a ValueError.
 
     Parameters
     ----------
     model : torch.nn.Module
         The model; its parameters that require grad are the ones trained (and clipped together).
     loss_fn : callable
-        ``loss_fn(model, batch) -> scalar`` as in :func:`per_sample_grads`.
+        ``loss_fn(model, batch) -> scalar`` as in :func:`per_sample_grads` (the mean loss of the examples it is
+        given, one at a time); with ``method="ghost"`` the *sum* of the losses of the whole batch (see above).
     batch : tensor, tuple or list of tensors, or dict of tensors
         The examples (leading dimension B >= 0).
     optimizer : torch.optim.Optimizer or None
@@ -279,9 +428,11 @@ def dp_sgd_step(model: Any, loss_fn: Any, batch: Any, optimizer: Any, *, clip_no
     expected_batch_size : float, optional
         B_e > 0 (see above); None: the batch's size.
     chunk_size : int, optional
-        Examples per vmap chunk (see :func:`per_sample_grads`).
-    method : {'vmap', 'loop'}, default 'vmap'
-        How the per-example gradients are computed.
+        Examples per vmap chunk (see :func:`per_sample_grads`); unused by ``method="ghost"``.
+    method : {'vmap', 'loop', 'ghost'}, default 'vmap'
+        How the per-example gradients, or their norms, are computed: 'vmap' and 'loop' as in
+        :func:`per_sample_grads` (any architecture), 'ghost' by ghost clipping (Linear layers only; far cheaper on
+        wide layers and large batches).
 
     Returns
     -------
@@ -311,8 +462,20 @@ def dp_sgd_step(model: Any, loss_fn: Any, batch: Any, optimizer: Any, *, clip_no
     >>> res = dp_sgd_step(model, loss_fn, (x, y), opt, clip_norm=0.5, noise_multiplier=1.0, rng=0)
     >>> res.per_sample_norms.shape, res.noise_std
     (torch.Size([8]), 0.0625)
+
+    Ghost clipping: the same step from the summed loss, without per-example gradients.
+
+    >>> sum_fn = lambda m, b: torch.nn.functional.cross_entropy(m(b[0]), b[1], reduction="sum")
+    >>> a = dp_sgd_step(model, loss_fn, (x, y), None, clip_norm=0.5, noise_multiplier=0.0)
+    >>> w = model.weight.grad.clone()
+    >>> b = dp_sgd_step(model, sum_fn, (x, y), None, clip_norm=0.5, noise_multiplier=0.0, method="ghost")
+    >>> torch.allclose(model.weight.grad, w, atol=1e-6), torch.allclose(a.per_sample_norms, b.per_sample_norms)
+    (True, True)
     """
-    model, leaves, spec, n, chunk_size, method = _check_common(model, loss_fn, batch, chunk_size, method)
+    method = check_option(method, "method", _DP_METHODS)
+    ghost = method == "ghost"
+    model, leaves, spec, n, chunk_size, method = _check_common(model, loss_fn, batch, chunk_size,
+                                                               "vmap" if ghost else method)
     if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
         raise TypeError(f"`optimizer` must be a torch.optim.Optimizer or None; got {type(optimizer).__name__}")
     if isinstance(clip_norm, (int, float)) and not isinstance(clip_norm, bool) and clip_norm == math.inf:
@@ -327,11 +490,16 @@ def dp_sgd_step(model: Any, loss_fn: Any, batch: Any, optimizer: Any, *, clip_no
     elif n == 0:
         raise ValueError("an empty `batch` needs `expected_batch_size` (the divisor of the noisy sum)")
     train, _ = _trainable(model)
+    owners = _ghost_owners(model, train) if ghost else None
     first = next(iter(train.values()))
     gen = device_generator(rng, first.device, name="rng", tensor="the model's parameters")
     divisor = float(expected_batch_size) if expected_batch_size is not None else float(n)
 
-    if n > 0:
+    if n > 0 and ghost:
+        summed, norms, total = _ghost_clipped(model, loss_fn, batch, n, train, owners, clip_norm)
+        loss = total / n
+        clip_fraction = float((norms > clip_norm).float().mean())
+    elif n > 0:
         grads, losses = _per_sample(model, loss_fn, batch, leaves, spec, n, chunk_size, method)
         # one norm per example over every parameter: the norms of the parameters' slices, then their norm
         per_param = [torch.linalg.vector_norm(g.reshape(n, -1), dim=1) for g in grads.values()]
