@@ -116,7 +116,7 @@ SCALING_NOISE = 0.05
 SCALING_SIZES = (10_000, 30_000, 100_000, 300_000, 1_000_000)
 SCALING_QUICK = (10_000, 30_000, 100_000)
 #: A baseline whose run took longer than this many seconds is not run at larger n.
-SCALING_SLOW = 300.0
+SCALING_SLOW = 60.0
 
 
 def noise_floor(kind, n=10_000, noise=SCALING_NOISE, dim=DIM):
