@@ -236,3 +236,17 @@ def test_the_diagnostic_bad_arguments():
         short_circuits(X[:-1], res)
     with pytest.raises(ValueError, match="`factor`"):
         short_circuits(X, res, factor=0.0)
+
+
+def test_the_demo_measures_the_configuration_of_these_tests():
+    # `python -m numtk demo close-arms` and the tutorial's figure use this module's configuration: same floor
+    # and same |tau| as the target test above at 10 noise widths (spectral seriation is deterministic too)
+    from numtk.seriation import spectral_seriation
+    from numtk.seriation._demo_arms import gap_table
+
+    (row,) = gap_table(ratios=(10,), kinds=("spiral",))
+    X, t, floor, res = _case("spiral", 10)
+    assert row["floor"] == floor
+    assert row["stage"] == order_agreement(res.order, t)
+    assert row["spectral"] == order_agreement(spectral_seriation(X).order, t)
+    assert row["stage"] >= row["floor"] - 0.001 > row["spectral"]

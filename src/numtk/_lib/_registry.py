@@ -103,7 +103,7 @@ AREAS: tuple[Area, ...] = (
     Area(
         "seriation",
         compiled=("numtk.seriation._seriation_ext",),
-        demos=(Demo("stage", "numtk.seriation._demo:run"),),
+        demos=(Demo("stage", "numtk.seriation._demo:run"), Demo("close-arms", "numtk.seriation._demo_arms:run")),
         compare=(
             CompareSection("seriation", "benchmarks._seriation:compare", takes="sizes",
                            help="numtk.seriation (stage, spectral, recanati) at these sizes, e.g. 1e3,1e4"),
