@@ -13,6 +13,7 @@ class DPSGDStep:
     params = [["numtk", "opacus", "non-private"]]
     param_names = ["contestant"]
     timeout = 300
+    problem, options, missing = "char LM (demo)", {"batch": 32}, "Opacus is not installed"
 
     def setup(self, contestant):
         import warnings
@@ -24,9 +25,9 @@ class DPSGDStep:
         from numtk.torch._common import torch_threads
 
         warnings.simplefilter("ignore")
-        calls = step_calls("char LM (demo)", batch=32)
+        calls = step_calls(self.problem, **self.options)
         if contestant not in calls:
-            raise NotImplementedError("Opacus is not installed")
+            raise NotImplementedError(self.missing)
         self.threads = torch_threads(1)
         self.threads.__enter__()
         self.call = calls[contestant]
@@ -38,36 +39,12 @@ class DPSGDStep:
         self.call()
 
 
-class GhostStep:
+class GhostStep(DPSGDStep):
     """One training step of the MLP classifier (256 -> 512 -> 512 -> 10, batch 256): numtk's dp_sgd_step with
     method='ghost', Opacus's ghost clipping (GradSampleModuleFastGradientClipping), non-private."""
 
     params = [["numtk ghost", "opacus ghost", "non-private"]]
-    param_names = ["contestant"]
-    timeout = 300
-
-    def setup(self, contestant):
-        import warnings
-
-        try:
-            import torch  # noqa: F401
-        except ImportError:  # pragma: no cover - asv skips the benchmark
-            raise NotImplementedError("torch is not installed")
-        from numtk.torch._common import torch_threads
-
-        warnings.simplefilter("ignore")
-        calls = step_calls("MLP classifier")
-        if contestant not in calls:
-            raise NotImplementedError("Opacus (with ghost clipping) is not installed")
-        self.threads = torch_threads(1)
-        self.threads.__enter__()
-        self.call = calls[contestant]
-
-    def teardown(self, contestant):
-        self.threads.__exit__(None, None, None)
-
-    def time_step(self, contestant):
-        self.call()
+    problem, options, missing = "MLP classifier", {}, "Opacus (with ghost clipping) is not installed"
 
 
 class Accountant:
