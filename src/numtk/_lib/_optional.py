@@ -25,11 +25,30 @@ EXTRAS: dict[str, tuple[str, str]] = {
 
 
 def has_module(name: str) -> bool:
-    """Whether ``name`` can be imported (without importing it)."""
+    """Whether ``name`` can be imported (without importing it).
+
+    A directory that holds nothing but ``__pycache__`` (what an uninstall can leave behind) imports as an
+    empty namespace package; it is not the package, so it counts as absent.
+    """
     try:
-        return importlib.util.find_spec(name) is not None
+        spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return False
+    if spec is None:
+        return False
+    return spec.origin is not None or not _only_caches(spec.submodule_search_locations)
+
+
+def _only_caches(locations) -> bool:
+    import os
+
+    for where in locations or ():
+        try:
+            if any(entry != "__pycache__" for entry in os.listdir(where)):
+                return False
+        except OSError:
+            continue
+    return True
 
 
 def import_optional(name: str, *, purpose: str) -> ModuleType:
@@ -51,6 +70,8 @@ def import_optional(name: str, *, purpose: str) -> ModuleType:
     ImportError: this example needs the optional package numtk_no_such_module...
     """
     try:
+        if not has_module(name):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return importlib.import_module(name)
     except ImportError as exc:
         dist, extra = EXTRAS.get(name, (name, None))

@@ -397,11 +397,11 @@ def umap_seriation(X: ArrayLike, *, n_neighbors: int = 15, min_dist: float = 0.1
     if n <= 2:
         return _trivial(n, root, random_state=seed)
     check_neighbor_count(k, n)
-    try:
-        import umap
-    except ImportError as exc:
-        raise ImportError("umap_seriation needs the optional package umap-learn: "
-                          "pip install umap-learn") from exc
+    from numtk._lib._optional import has_module
+
+    if not has_module("umap"):
+        raise ImportError("umap_seriation needs the optional package umap-learn: pip install umap-learn")
+    import umap
 
     params = {"init": "spectral"}
     params.update(kwargs)
