@@ -112,7 +112,7 @@ def n_threads(workers: Any = 1, *, name: str = "workers", work: float | None = N
     if type(workers) is int and not _UNCAPPED:  # the common calls, without the checks' overhead (~2 us)
         if workers == 1:
             return 1
-        if workers == -1 and work is not None and grain is not None and 0 < work < 2 * grain:
+        if workers == -1 and work is not None and grain is not None and 0 <= work < 2 * grain:
             return 1
     if callable(workers):
         raise TypeError(f"`{name}` must be an int here (the number of native threads); a map-like "

@@ -38,10 +38,12 @@ _MAX_N = 2**32 - 1
 KENDALL_GRAIN = 100_000
 # Heavily tied data (few distinct values) make the pass cheap and its threaded sorts no faster: on an idle
 # machine two threads ran at 0.55-0.67x of one at n = 1e5-3e5 with five distinct values, 1.06-1.12x at 1e6
-# (continuous data: 1.5x at 1e5-3e5). Such data (judged on a strided sample, see _kendall_threads) take this grain.
+# (continuous data: 1.5x at 1e5-3e5); with 100 distinct values 0.62x at 3e5 and 1.5x at 1e6, while n / 8 tie
+# groups (a sample's values nearly all distinct) paid 1.3x at 3e5. Such data (judged on a strided sample, see
+# _kendall_threads) take this grain.
 KENDALL_TIED_GRAIN = 500_000
 _TIE_SAMPLE = 1024  # values of each variable in the strided sample
-_TIE_DISTINCT = 64  # ... with fewer distinct values than this the data count as heavily tied
+_TIE_DISTINCT = 256  # ... with fewer distinct values than this the data count as heavily tied
 
 
 def _kendall_threads(workers, x: np.ndarray, y: np.ndarray) -> int:

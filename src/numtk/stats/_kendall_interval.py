@@ -22,9 +22,9 @@ _ALTERNATIVES = ("two-sided", "less", "greater")
 
 # Observations (n) per thread of the lexicographic sort (kendall_lexsort: the asymptotic method's threaded
 # part; the per-point counts after it are serial, so threads save at most about a third of the call): a second
-# thread starts from n = 2 * LEXSORT_GRAIN. Measured as KENDALL_GRAIN (bench/compare.py --kernels none
-# --threads): 0.8-1.2x with two threads forced at n = 1e4 to 1e5, no gain beyond noise below.
-LEXSORT_GRAIN = 100_000
+# thread starts from n = 2 * LEXSORT_GRAIN. Measured on an idle machine, one thread against two forced,
+# interleaved medians of five: 0.92-0.99x from 1e4 to 1e5, 0.83-0.90x at 3e5, 1.03x at 1e6, 1.07x at 3e6.
+LEXSORT_GRAIN = 500_000
 
 
 def _hoeffding_halfwidth(k: int, log_term: float) -> float:
