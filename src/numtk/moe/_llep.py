@@ -38,9 +38,9 @@ _INF = float("inf")
 _CHECK_SIZE_FROM = 2**20
 # Layer-experts (layers x experts of the batch) per planner thread (one per block of layers): 128 Zipf layers of
 # 64 experts (8192, about 3 ms on one thread) ran at 0.1-0.8x of the one-thread time with two threads on 2
-# shared cores, 512 and 2048 layers at 1.0x (bench/compare.py --kernels none --threads), so threads start from
-# 2 * 2**14 (512 such layers).
-LLEP_GRAIN = 2**14
+# shared cores, 512 and 2048 layers at 1.0x (bench/compare.py --kernels none --threads); on an idle machine
+# 512 layers at 0.96-1.07x and 2048 at 1.12-1.22x, so threads start from 2 * 2**15 (1024 such layers).
+LLEP_GRAIN = 2**15
 # Bytes per such entry that a plan holds at its peak: the kernel's chunk buffer (4 int64 per chunk, about N + P
 # chunks a layer), the Result's copies of it (layer column, sizes, keys of the transfers) and its per-device
 # arrays (loads, ratios, peak memory).
@@ -479,11 +479,15 @@ def llep_plan(loads: ArrayLike, placement: Union[int, ArrayLike], *, capacity_fa
         imbalance_threshold = check_real(imbalance_threshold, "imbalance_threshold", low=0.0)
     if not (type(imbalance_metric) is str and imbalance_metric in IMBALANCE_METRICS):
         check_option(imbalance_metric, "imbalance_metric", IMBALANCE_METRICS)
-    # a map-like callable is used as given; the common workers=1 skips the count of available cores
-    threads = 1 if callable(workers) or (type(workers) is int and workers == 1) else n_threads(workers)
+    # a map-like callable is used as given; the common workers=1 and -1 skip the count of available cores here
+    # (-1 is resolved from the batch's size below, where most batches get one thread without that count)
+    if callable(workers) or (type(workers) is int and workers == 1):
+        threads = 1
+    else:
+        threads = -1 if type(workers) is int and workers == -1 else n_threads(workers)
     batch, single, pi, P, totals = _layers_and_placement(loads, placement, num_devices)
     L = batch.shape[0]
-    if threads > 1:
+    if threads != 1:
         threads = n_threads(workers, work=batch.size, grain=LLEP_GRAIN)
     if memory_limit is None and expert_bytes is None and type(token_bytes) is int and token_bytes == 0:
         limit = None  # the common call: nothing to check
