@@ -159,7 +159,7 @@ def scaling_run(method, kind, n):
     else:  # umap
         from numtk.seriation import umap_seriation
 
-        umap_seriation(X[:500], rng=0)  # numba compilation
+        umap_seriation(X[:5000], rng=0)  # numba compilation (from 4096 points UMAP searches by NN-descent)
         start, cpu = time.perf_counter(), time.process_time()
         res = umap_seriation(X, rng=0)
         extra = {}
@@ -201,10 +201,10 @@ def compare_scaling(quick=False, out=print, sizes=None):
     cores) against n, each run in a fresh process, beside spectral seriation and 1-D UMAP (when umap-learn is
     installed) while they finish within ``SCALING_SLOW`` seconds; then the fitted exponent of each method's time
     (log-log slope). ``quick``: n up to 1e5; otherwise up to 1e6 (minutes)."""
-    import importlib.util
+    from numtk._lib._optional import has_module
 
     sizes = sizes or (SCALING_QUICK if quick else SCALING_SIZES)
-    names = ["stage", "spectral"] + (["umap"] if importlib.util.find_spec("umap") is not None else [])
+    names = ["stage", "spectral"] + (["umap"] if has_module("umap") else [])
     out(f"\n== seriation scaling (d = {DIM}, noise {SCALING_NOISE}, make_curve defaults; stage with workers=-1): "
         "one run per cell in a fresh process; peak RSS of that process")
     out(f"{'curve':<8}{'n':>9}{'floor':>9}  {'stage s':>9}{'cpu s':>9}{'tau':>9}{'CG it':>7}{'k_p':>7}{'GiB':>6}  "
