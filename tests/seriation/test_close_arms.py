@@ -127,26 +127,33 @@ def test_noise_floor_bad_arguments():
 # STAGE against the floor (the target: within 0.01 of it while the gap is at least 5 x the noise)
 # ------------------------------------------------------------------------------------------------
 
-# measured |tau| (floor) with this module's configuration; the misses short-circuit arms (see the diagnostic)
-# (at 7x they were 0.692 and 0.888 before edges between strands sharing few neighbours were dropped)
-_MISSES = {("spiral", 5): "0.636 (floor 0.987)", ("nested_arcs", 5): "0.242 (floor 0.984)"}
-
-
 @functools.lru_cache(maxsize=None)
-def _case(kind, ratio):
+def _case(kind, ratio, seed=SEED):
     """(X, t, noise floor, stage(X, rng=0)) of one configuration, computed once for all the tests below."""
-    X, t, info = make_curve(kind, N, DIM, noise=0.6 / ratio, params={"gap": 0.6}, return_info=True, rng=SEED)
+    X, t, info = make_curve(kind, N, DIM, noise=0.6 / ratio, params={"gap": 0.6}, return_info=True, rng=seed)
     return X, t, noise_floor(X, t, info).agreement, stage(X, rng=0)
 
 
-@pytest.mark.parametrize("ratio", [5, 7, 10, 15, 20])
-@pytest.mark.parametrize("kind", ["spiral", "nested_arcs"])
-def test_stage_stays_within_001_of_the_noise_floor(kind, ratio, request):
+# The target holds on every one of eight data seeds from these gaps on (measured, n = 3000, d = 20); the
+# misses, with how many of the eight seeds are within 0.01 and the worst |tau| - floor. A miss is either arms
+# glued by edges between touching tubes or, on the spiral, a stretch of the curve whose only links to the rest
+# run to the next arm (the chain of along-curve edges thins to one to four edges at a sparse spot) and whose
+# tangent signs or offset then follow that arm.
+_SEEDS = range(1, 9)
+_MISSES = {("spiral", 5): "0 of 8 seeds, worst -0.76", ("spiral", 7): "4 of 8 seeds, worst -0.97",
+           ("spiral", 8): "7 of 8 seeds, worst -0.85", ("nested_arcs", 5): "0 of 8 seeds, worst -0.90"}
+
+
+@pytest.mark.parametrize("kind, ratio", [("spiral", 5), ("spiral", 7), ("spiral", 8), ("spiral", 9),
+                                         ("spiral", 15), ("nested_arcs", 5), ("nested_arcs", 7),
+                                         ("nested_arcs", 15)])
+def test_stage_stays_within_001_of_the_noise_floor_on_every_seed(kind, ratio, request):
     if (kind, ratio) in _MISSES:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=f"stage |tau| {_MISSES[kind, ratio]}: edges "
-                                              "between touching noise tubes glue the arms in the solve"))
-    X, t, floor, res = _case(kind, ratio)
-    assert order_agreement(res.order, t) >= floor - 0.01
+        request.applymarker(pytest.mark.xfail(strict=True, reason=f"stage within 0.01 of the floor on "
+                                              f"{_MISSES[kind, ratio]}"))
+    for seed in _SEEDS:
+        X, t, floor, res = _case(kind, ratio, seed)
+        assert order_agreement(res.order, t) >= floor - 0.01, f"data seed {seed}"
 
 
 @pytest.mark.parametrize("kind", ["spiral", "nested_arcs"])
