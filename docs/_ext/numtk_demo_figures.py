@@ -185,7 +185,8 @@ FIGURES: dict[str, DemoFigure] = {
     "close-arms": DemoFigure(lambda demo, path: demo.run(quick=True, out=_silent, plot=path), ("run",),
                              "n = 3000 points in d = 20, arms 0.6 apart, gaps of 5, 7, 10 and 20 noise widths, "
                              "data seed 1, as ``python -m numtk demo close-arms --plot FILE`` draws it; ``--full`` "
-                             "adds 3 and 15 noise widths; 1-D UMAP is drawn where umap-learn is installed"),
+                             "adds 3 and 15 noise widths; 1-D UMAP is run where umap-learn is installed, else its "
+                             "values as recorded with umap-learn 0.5.12 are drawn dotted"),
     "counterfactual": DemoFigure(_counterfactual, ("plot_synthetic",),
                                  "one ``synthetic_2d`` group, as ``python -m numtk demo counterfactual --plot FILE`` "
                                  "draws it"),

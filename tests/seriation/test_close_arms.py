@@ -257,3 +257,19 @@ def test_the_demo_measures_the_configuration_of_these_tests():
     assert row["stage"] == pytest.approx(order_agreement(res.order, t), abs=1e-5)
     assert row["spectral"] == pytest.approx(order_agreement(spectral_seriation(X).order, t), abs=1e-5)
     assert row["stage"] >= row["floor"] - 0.001 > row["spectral"]
+
+
+def test_the_recorded_umap_values_are_what_umap_learn_gives():
+    # the figure draws UMAP_RECORDED where umap-learn is absent; with the recorded release they must agree
+    from numtk.seriation._demo_arms import RATIOS, UMAP_RECORDED, UMAP_VERSION, gap_table
+
+    assert set(UMAP_RECORDED) == {"spiral", "nested_arcs"}
+    assert all(set(v) == set(RATIOS) and all(0 <= x <= 1 for x in v.values()) for v in UMAP_RECORDED.values())
+    pytest.importorskip("umap.umap_")  # the package itself, not a directory an uninstall left behind
+    import importlib.metadata
+
+    if importlib.metadata.version("umap-learn") != UMAP_VERSION:
+        pytest.skip(f"the values were recorded with umap-learn {UMAP_VERSION}")
+    rows = gap_table(ratios=(7, 10), kinds=("spiral",))
+    for row in rows:
+        assert row["umap"] == pytest.approx(UMAP_RECORDED["spiral"][row["ratio"]], abs=0.02)

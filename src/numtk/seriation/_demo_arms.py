@@ -15,6 +15,11 @@ __all__ = ["run", "gap_table", "plot_gaps"]
 RATIOS = (3, 5, 7, 10, 15, 20)
 QUICK_RATIOS = (5, 7, 10, 20)  # the tour's
 KINDS = ("spiral", "nested_arcs")
+#: 1-D UMAP's |tau| on the same data (data seed 1; ``umap_seriation(X, rng=0)``) as measured with umap-learn
+#: 0.5.12 (numba 0.62, x86-64 Linux), per gap in RATIOS: drawn, marked as recorded, where umap-learn is absent.
+UMAP_VERSION = "0.5.12"
+UMAP_RECORDED = {"spiral": dict(zip(RATIOS, (0.133, 0.243, 0.265, 0.789, 0.738, 0.711))),
+                 "nested_arcs": dict(zip(RATIOS, (0.054, 0.047, 0.342, 0.882, 0.738, 0.695)))}
 
 
 def _methods():
@@ -52,7 +57,8 @@ def gap_table(n: int = 3000, n_features: int = 20, ratios=RATIOS, kinds=KINDS, o
 
 
 def plot_gaps(rows: list[dict], path: str) -> None:
-    """|tau| against the gap (in noise widths) per curve family: the floor dashed, one line per method."""
+    """|tau| against the gap (in noise widths) per curve family: the floor dashed, one line per method; without
+    umap-learn, 1-D UMAP's values as recorded with umap-learn 0.5.12 (``UMAP_RECORDED``), dotted and labelled so."""
     from numtk._lib._optional import pyplot
 
     plt = pyplot()
@@ -65,6 +71,9 @@ def plot_gaps(rows: list[dict], path: str) -> None:
         ax.plot(ratios, [r["floor"] for r in sub], "k--", label="noise floor")
         for name in names:
             ax.plot(ratios, [r[name] for r in sub], "o-", label=name)
+        if "umap" not in names and all(r in UMAP_RECORDED.get(kind, {}) for r in ratios):
+            ax.plot(ratios, [UMAP_RECORDED[kind][r] for r in ratios], "s:", color="0.45",
+                    label=f"umap (recorded, umap-learn {UMAP_VERSION})")
         ax.set_title(f"{kind} (successive arms 0.6 apart)", fontsize=10)
         ax.set_xlabel("gap between arms / noise per coordinate")
         ax.set_ylabel("|Kendall tau| with the true order")
