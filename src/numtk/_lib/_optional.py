@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from types import ModuleType
 
 __all__ = ["import_optional", "has_module", "EXTRAS"]
@@ -40,8 +41,7 @@ def has_module(name: str) -> bool:
 
 
 def _only_caches(locations) -> bool:
-    import os
-
+    """Whether the directories of a namespace package hold nothing but ``__pycache__``."""
     for where in locations or ():
         try:
             if any(entry != "__pycache__" for entry in os.listdir(where)):

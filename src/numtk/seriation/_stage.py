@@ -56,8 +56,8 @@ _ISOTROPY_THRESHOLD = 0.4
 # median share over all edges (see _drop_unshared). Measured on close-arm spirals and nested arcs (n = 3000, d = 20,
 # gap 7x the noise per coordinate): |tau| 0.692 -> 0.9949 and 0.888 -> 0.9912 against floors 0.9955 and 0.9926
 # (5x: 0.385 -> 0.636 and 0.179 -> 0.242; that was data seed 1: over seeds 1-8 the spiral is within 0.01 of the
-# floor on 4 of 8 at 7x and all from 9x, the nested arcs on all from 7x); never lower on the benchmark curves (helix, spiral, line, random
-# Fourier, nested arcs; noise 0-0.05; d = 3 and 100). A fixed share (0.35) did as well on the close arms but cut
+# floor on 4 of 8 at 7x and all from 9x, the nested arcs on all from 7x); never lower on the benchmark curves
+# (helix, spiral, line, random Fourier, nested arcs; noise 0-0.05; d = 3 and 100). A fixed share (0.35) did as well on the close arms but cut
 # 24-98 % of the edges of noisy tubes (the median share is 0.44 in d = 3 and 0.10 in d = 100 at n = 1e5); relative
 # to the median it cuts ~4 %, and the iterations and |tau| of the scaling table do not change.
 _SHARED_FRACTION = 0.5
