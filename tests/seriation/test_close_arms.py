@@ -274,3 +274,90 @@ def test_the_recorded_umap_values_are_what_umap_learn_gives():
     rows = gap_table(ratios=(7, 10), kinds=("spiral",))
     for row in rows:
         assert row["umap"] == pytest.approx(UMAP_RECORDED["spiral"][row["ratio"]], abs=0.02)
+
+
+# ------------------------------------------------------------------------------------------------
+# loss='l1' / 'auto': the least-absolute-deviations refinement of the solve
+# ------------------------------------------------------------------------------------------------
+
+def test_the_l1_refinement_reaches_the_l1_optimum_of_a_linear_program():
+    # oracle: min sum w |f_j - f_i - d_ij| solved exactly as a linear program by HiGHS
+    from scipy.optimize import linprog
+
+    from numtk.seriation._stage import _csr_arrays, _integrate, _least_absolute
+
+    rng = np.random.default_rng(0)
+    n = 80
+    s = np.sort(rng.uniform(0, 10, n))
+    X = np.c_[s, np.zeros(n)]
+    rows, cols = [], []
+    for lag in (1, 2, 3):
+        rows += list(range(n - lag))
+        cols += list(range(lag, n))
+    rows, cols = np.array(rows), np.array(cols)
+    # four shortcut edges whose endpoints sit on top of each other across the fold (steps ~0: glue)
+    X2 = X.copy()
+    X2[n // 2:, 0] = 20 - X[n // 2:, 0]  # fold the second half back: a U with both arms on one line
+    X2[n // 2:, 1] = 0.3
+    tangents = np.zeros((n, 2))
+    tangents[: n // 2, 0] = 1.0
+    tangents[n // 2:, 0] = -1.0
+    far = [(5, n - 6), (12, n - 13), (20, n - 21), (30, n - 31)]
+    rows = np.r_[rows, [a for a, _ in far]]
+    cols = np.r_[cols, [b for _, b in far]]
+    w = rng.uniform(0.5, 1.0, rows.size)
+    U = sp.csr_matrix((w, (rows, cols)), shape=(n, n))
+    W = (U + U.T).tocsr()
+    sol = _integrate(X2, W, tangents, solver="direct")
+    l1, steps = _least_absolute(X2, W, tangents, sol, solver="direct", preconditioner="aggregation", tol=1e-10,
+                                max_iter=None, tree=None, threads=1)
+    assert steps > 0
+    indptr, indices, wd = _csr_arrays(W)
+    rows_all = np.repeat(np.arange(n), np.diff(indptr))
+    upper = indices > rows_all
+    i, j, we, d = rows_all[upper], indices[upper], wd[upper], sol.increments[upper]
+    m = i.size
+    B = sp.csr_matrix((np.r_[-np.ones(m), np.ones(m)], (np.r_[np.arange(m), np.arange(m)], np.r_[i, j])),
+                      shape=(m, n))
+    lp = linprog(np.r_[np.zeros(n), we, we], A_eq=sp.hstack([B, -sp.eye(m), sp.eye(m)]).tocsc(), b_eq=d,
+                 bounds=[(0, 0)] + [(None, None)] * (n - 1) + [(0, None)] * (2 * m), method="highs")
+    assert lp.status == 0
+    cost = float(np.sum(we * np.abs(l1.embedding[j] - l1.embedding[i] - d)))
+    assert cost <= lp.fun * 1.06  # smoothed L1 (eps = 0.1 x the median step), 20 steps at most: 4 % above here
+    ls_cost = float(np.sum(we * np.abs(sol.embedding[j] - sol.embedding[i] - d)))
+    assert ls_cost > lp.fun * 1.2  # least squares is visibly not the L1 optimum here
+    # the order along the U: the L1 solution follows the chain, the least-squares one folds at the shortcuts
+    assert order_agreement(np.argsort(l1.embedding), np.arange(n)) > order_agreement(np.argsort(sol.embedding),
+                                                                                     np.arange(n))
+
+
+@pytest.mark.parametrize("kind, ratio, seed", [("spiral", 7, 2), ("nested_arcs", 6, 1)])
+def test_loss_auto_mends_arms_that_least_squares_glues(kind, ratio, seed):
+    X, t, info = make_curve(kind, N, DIM, noise=0.6 / ratio, params={"gap": 0.6}, return_info=True, rng=seed)
+    floor = noise_floor(X, t, info).agreement
+    plain = stage(X, rng=0)
+    assert plain.n_reweight == 0 and plain.misfit > 0.2
+    assert order_agreement(plain.order, t) < floor - 0.01
+    mended = stage(X, rng=0, loss="auto")
+    assert mended.n_reweight > 0
+    assert order_agreement(mended.order, t) >= floor - 0.01
+    forced = stage(X, rng=0, loss="l1")
+    assert_allclose(forced.embedding, mended.embedding)
+
+
+def test_loss_auto_leaves_a_well_separated_curve_alone():
+    X, t, floor, res = _case("spiral", 15)
+    auto = stage(X, rng=0, loss="auto")
+    assert auto.n_reweight == 0 and res.misfit < 0.2
+    assert_allclose(auto.embedding, res.embedding)
+    l1 = stage(X, rng=0, loss="l1")
+    assert l1.n_reweight > 0
+    assert order_agreement(l1.order, t) >= floor - 0.001
+
+
+def test_loss_is_validated():
+    X, _ = make_curve("spiral", 200, 3, noise=0.01, rng=0)
+    with pytest.raises(ValueError, match="`loss` must be one of"):
+        stage(X, loss="huber")
+    with pytest.raises(ValueError, match="`loss`"):
+        stage(X, loss=None)
