@@ -136,11 +136,11 @@ def _case(kind, ratio, seed=SEED):
 
 # The target holds on every one of eight data seeds from these gaps on (measured, n = 3000, d = 20); the
 # misses, with how many of the eight seeds are within 0.01 and the worst |tau| - floor. A miss is either arms
-# glued by edges between touching tubes or, on the spiral, a stretch of the curve whose only links to the rest
-# run to the next arm (the chain of along-curve edges thins to one to four edges at a sparse spot) and whose
-# tangent signs or offset then follow that arm.
+# glued by edges between touching tubes or, on the spiral, a stretch of the curve beyond a spot where the
+# chain of along-curve edges thins to a few edges, whose tangent signs then follow the next arm (the
+# synchronisation's objective prefers the flipped stretch there: its evidence at the spot is wrong).
 _SEEDS = range(1, 9)
-_MISSES = {("spiral", 5): "0 of 8 seeds, worst -0.76", ("spiral", 7): "4 of 8 seeds, worst -0.97",
+_MISSES = {("spiral", 5): "0 of 8 seeds, worst -0.76", ("spiral", 7): "5 of 8 seeds, worst -0.97",
            ("spiral", 8): "7 of 8 seeds, worst -0.85", ("nested_arcs", 5): "0 of 8 seeds, worst -0.90"}
 
 
@@ -361,3 +361,15 @@ def test_loss_is_validated():
         stage(X, loss="huber")
     with pytest.raises(ValueError, match="`loss`"):
         stage(X, loss=None)
+
+
+def test_loss_auto_holds_the_floor_on_more_seeds():
+    # measured over data seeds 1-8: spiral at 7 noise widths 5 of 8 within 0.01 with 'l2', 6 with 'auto';
+    # nested arcs at 6 noise widths 1 and 4
+    for kind, ratio, least in (("spiral", 7, 6), ("nested_arcs", 6, 4)):
+        held = 0
+        for seed in _SEEDS:
+            X, t, info = make_curve(kind, N, DIM, noise=0.6 / ratio, params={"gap": 0.6}, return_info=True, rng=seed)
+            res = stage(X, rng=0, loss="auto")
+            held += order_agreement(res.order, t) >= noise_floor(X, t, info).agreement - 0.01
+        assert held >= least, (kind, ratio, held)

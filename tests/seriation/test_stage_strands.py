@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from numtk.seriation import _stage, make_curve, order_agreement, spectral_seriation, stage
+from numtk.seriation import _stage, make_curve, noise_floor, order_agreement, spectral_seriation, stage
 from numtk.seriation._curves import _base_curve
 from numtk.seriation._graph import bridge_components, components, graph_from_neighbors
 
@@ -108,3 +108,71 @@ def test_neighbourhoods_reaching_the_next_arm_fall_back(monkeypatch):
     assert order_agreement(res.order, t) >= 0.99
     monkeypatch.setattr(_stage, "_FALLBACK_RATIO", 0.0)
     assert far_off(stage(X, rng=0)) > 0.02
+
+
+def _chain_graph(P, pieces, k=3):
+    """Each piece (an index array in curve order) a chain with edges to its k next points."""
+    rows, cols = [], []
+    for c in pieces:
+        for lag in range(1, k + 1):
+            rows.append(c[:-lag])
+            cols.append(c[lag:])
+    rows, cols = np.concatenate(rows), np.concatenate(cols)
+    n = P.shape[0]
+    return sp.csr_matrix((np.ones(2 * rows.size), (np.r_[rows, cols], np.r_[cols, rows])), shape=(n, n))
+
+
+def test_bridges_between_large_pieces_join_their_ends():
+    # A: 400 points on y = 0, x in [0, 3]. B: the line resumed at x = 3.3 (a gap of 0.3 along the curve) to x = 6,
+    # turning back on y = 0.3 to x = 0 (1000 points). Two outliers, one of each piece, sit 0.02 apart between the
+    # strands at x = 1.5 (y = 0.14 in A, 0.16 in B), their tangents tilted 40 degrees as a local PCA reaching
+    # both strands tilts them: the shortest tangent-aware pair (0.02 x 5 = 0.1 against the gap's 0.3) would glue A
+    # to B's far strand a whole turn away. Between pieces of more than 256 points the ends are preferred.
+    from numtk.seriation._graph import forward_balance
+
+    a = np.c_[np.linspace(0.0, 3.0, 400), np.zeros(400)]
+    b_low = np.c_[np.linspace(3.3, 6.0, 360), np.zeros(360)]
+    b_turn = np.c_[np.full(8, 6.0), np.linspace(0.03, 0.27, 8)]
+    b_up = np.c_[np.linspace(6.0, 0.0, 632), np.full(632, 0.3)]
+    P = np.vstack([a, [[1.5, 0.14]], b_low, b_turn, b_up, [[1.5, 0.16]]])
+    n = P.shape[0]
+    out_a, out_b = 400, n - 1
+    piece_a = np.r_[np.arange(400)]
+    piece_b = np.arange(401, n - 1)
+    W = _chain_graph(P, [piece_a, piece_b])
+    # the outliers' edges: to the 6 nearest points of their own piece's strand
+    extra = []
+    for o, piece in ((out_a, a), (out_b, None)):
+        strand = np.arange(400) if piece is not None else 401 + 360 + 8 + np.arange(632)
+        near = strand[np.argsort(np.linalg.norm(P[strand] - P[o], axis=1))[:6]]
+        extra += [(o, j) for j in near]
+    e = np.array(extra)
+    W = W + sp.csr_matrix((np.ones(2 * len(e)), (np.r_[e[:, 0], e[:, 1]], np.r_[e[:, 1], e[:, 0]])), shape=(n, n))
+    T = np.zeros_like(P)
+    T[:, 0] = 1.0
+    T[401 + 360:401 + 368] = [0.0, 1.0]  # the turn
+    tilt = np.radians(40.0)
+    T[out_a] = T[out_b] = [np.cos(tilt), np.sin(tilt)]
+    n_comp, labels = components(W)
+    assert n_comp == 2 and min(np.bincount(labels)) > 256
+    # the balance: ~0 inside and beside a strand, +-1 at the ends of the pieces
+    balance, axis = forward_balance(P, W, T, np.array([200, out_a, 399, 401, out_b]))
+    assert abs(balance[0]) < 0.2 and abs(balance[1]) < 0.4
+    assert balance[2] == -1.0 and balance[3] == 1.0
+    assert abs(axis[1, 0]) > 0.99  # the outlier sees its strand's direction, not its own tilted tangent
+    _, edges = bridge_components(P, W, labels, n_comp, tangents=T, isotropy=np.zeros(n))
+    ends = sorted(map(tuple, np.round(P[edges[0]], 12)))
+    np.testing.assert_allclose(ends, [(3.0, 0.0), (3.3, 0.0)])
+    # without the graph (so without the ends' test), the outliers' pair is the cheapest
+    from numtk.seriation._graph import _tangent_pair_tree
+
+    glued = _tangent_pair_tree(P, labels, n_comp, T, np.zeros(n))
+    assert sorted(glued[0].tolist()) == [out_a, out_b]
+
+
+def test_a_close_arm_spiral_split_by_the_edge_tests_is_joined_along_the_curve():
+    # 7 noise widths, data seed 4: the edge tests split the spiral at t = 0.668 into 2001 and 998 points; the
+    # shortest tangent-aware pair ran from t = 0.4886 to 0.7368 (a turn) and left |tau| 0.110 below the floor.
+    X, t, info = make_curve("spiral", 3000, 20, noise=0.6 / 7, params={"gap": 0.6}, return_info=True, rng=4)
+    res = stage(X, rng=0)
+    assert order_agreement(res.order, t) >= noise_floor(X, t, info).agreement - 0.01

@@ -90,10 +90,11 @@ _CSR_GRAIN = 4e5
 _MAX_ITER = C_INT_MAX  # iteration counts are C ints in the compiled kernels
 # loss='auto' refines the least-squares solution towards least absolute deviations when its misfit exceeds this.
 # Measured misfits (n = 3000, d = 20, data seeds 1-8): close arms from 9 noise widths on 0.05-0.10, at 7-8 widths
-# 0.07-0.49, at 5-6 widths 0.15-0.84. With the refinement the spiral at 7 widths had 5 of 8 seeds within 0.01 of
-# the floor (4 without) and the nested arcs at 6 widths 4 (1 without; worst |tau| - floor -0.79 -> -0.47); at 5
-# widths, where neither solution is near the floor, the worst cases were further off (spiral -0.76 -> -0.92), so
-# the default loss stays 'l2'.
+# 0.07-0.49, at 5-6 widths 0.15-0.84; the benchmark curves (bench/benchmarks/_seriation.py, n = 1e3 and 1e4) and
+# make_curve's six kinds at noise 0-0.1 in d = 100 below 0.1, except the spiral and nested arcs at noise 0.1 (close
+# arms). With the refinement the spiral at 7 widths had 6 of 8 seeds within 0.01 of the floor (5 without) and the
+# nested arcs at 6 widths 4 (1 without; worst |tau| - floor -0.79 -> -0.47); at 5 widths, where neither solution is
+# near the floor, the worst cases were further off (spiral -0.76 -> -0.92), so the default loss stays 'l2'.
 _ROBUST_MISFIT = 0.2
 _IRLS_STEPS = 20  # reweighted solves of the refinement (the measured gains were complete by 20)
 _IRLS_EPS = 0.1  # residuals below this fraction of the median |increment| count as this (smoothed L1)
@@ -760,8 +761,9 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         'auto': 'l2', refined as 'l1' when its ``misfit`` exceeds 0.2 (the increments are far from
         integrable, as when strands are glued; on well-separated curves the misfit is about 0.05-0.1 and
         nothing is added). On close arms (n = 3000, d = 20, eight data seeds) 'auto' took the spiral at 7
-        noise widths from 4 to 5 seeds within 0.01 of the noise floor and the nested arcs at 6 from 1 to
-        4; where neither loss comes near the floor (5 noise widths) it can be further off.
+        noise widths from 5 to 6 seeds within 0.01 of the noise floor and the nested arcs at 6 from 1 to
+        4; where neither loss comes near the floor (5 noise widths) it can be further off. An L1 solution
+        holds glued arms apart, so :func:`short_circuits` then reports stretched edges, not glued rows.
     allow_disconnected : bool, optional
         True (default): a disconnected graph is joined along a spanning tree of its components, each
         link the pair (among each point's 48 nearest outside its component) of least
