@@ -307,8 +307,10 @@ def forward_balance(X: np.ndarray, W: sp.csr_matrix, tangents: np.ndarray,
     half = max(float(np.median(degree)) / 2.0, 1.0) if degree.size else 1.0
     out = np.zeros(rows.size)
     axes = np.zeros((rows.size, X.shape[1]))
-    for lo in range(0, rows.size, 16384):
-        r = rows[lo:lo + 16384]
+    dim = X.shape[1]
+    chunk = max(1, (1 << 21) // (dim * dim))  # the chunk's dim x dim matrices hold at most 2**21 values (16 MiB)
+    for lo in range(0, rows.size, chunk):
+        r = rows[lo:lo + chunk]
         sub = W[r]
         deg = np.diff(sub.indptr)
         owner = np.repeat(np.arange(r.size), deg)
