@@ -295,9 +295,10 @@ def test_the_l1_refinement_reaches_the_l1_optimum_of_a_linear_program():
         rows += list(range(n - lag))
         cols += list(range(lag, n))
     rows, cols = np.array(rows), np.array(cols)
-    # four shortcut edges whose endpoints sit on top of each other across the fold (steps ~0: glue)
+    # four shortcut edges between the two halves: their endpoints' tangents point opposite ways, so each step
+    # (the mean tangent times the displacement) is 0 while the chain puts the endpoints far apart (glue)
     X2 = X.copy()
-    X2[n // 2:, 0] = 20 - X[n // 2:, 0]  # fold the second half back: a U with both arms on one line
+    X2[n // 2:, 0] = 20 - X[n // 2:, 0]  # the second half runs back on y = 0.3, its tangents pointing back
     X2[n // 2:, 1] = 0.3
     tangents = np.zeros((n, 2))
     tangents[: n // 2, 0] = 1.0

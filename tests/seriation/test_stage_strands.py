@@ -96,7 +96,8 @@ def test_bridges_follow_the_tangents():
 
 def test_neighbourhoods_reaching_the_next_arm_fall_back(monkeypatch):
     # n = 3000: 'auto' picks 45-point neighbourhoods (median lambda_2/lambda_1 0.14); a few percent of them reach
-    # the next arm and give tangents far off (3.3% more than 30 degrees). Those points fall back to a smaller, line-like neighbourhood.
+    # the next arm and give tangents far off (3.3% more than 30 degrees). Those points fall back to a smaller,
+    # line-like neighbourhood.
     X, t, T = _true_tangents("spiral", 3000, 100, 0.01, {"gap": 0.3}, 2)
 
     def far_off(res):

@@ -57,10 +57,11 @@ _ISOTROPY_THRESHOLD = 0.4
 # median share over all edges (see _drop_unshared). Measured on close-arm spirals and nested arcs (n = 3000, d = 20,
 # gap 7x the noise per coordinate): |tau| 0.692 -> 0.9949 and 0.888 -> 0.9912 against floors 0.9955 and 0.9926
 # (5x: 0.385 -> 0.636 and 0.179 -> 0.242; that was data seed 1: over seeds 1-8 the spiral is within 0.01 of the
-# floor on 4 of 8 at 7x and all from 9x, the nested arcs on all from 7x); never lower on the benchmark curves
-# (helix, spiral, line, random Fourier, nested arcs; noise 0-0.05; d = 3 and 100). A fixed share (0.35) did as well on the close arms but cut
-# 24-98 % of the edges of noisy tubes (the median share is 0.44 in d = 3 and 0.10 in d = 100 at n = 1e5); relative
-# to the median it cuts ~4 %, and the iterations and |tau| of the scaling table do not change.
+# floor on 5 of 8 at 7x and all from 9x, the nested arcs on all from 7x); never lower on the benchmark curves
+# (helix, spiral, line, random Fourier, nested arcs; noise 0-0.05; d = 3 and 100). A fixed share (0.35) did as
+# well on the close arms but cut 24-98 % of the edges of noisy tubes (the median share is 0.44 in d = 3 and 0.10
+# in d = 100 at n = 1e5); relative to the median it cuts ~4 %, and the iterations and |tau| of the scaling table
+# do not change.
 _SHARED_FRACTION = 0.5
 _TRANSVERSE_SLOPE = 0.5
 _TRANSVERSE_SCALE = 6.0
@@ -626,13 +627,19 @@ def _integrate(X: np.ndarray, W: sp.csr_matrix, oriented: np.ndarray, *, solver:
         warnings.warn(f"stage: the Laplacian solve stopped at relative residual {residual:.2e} > tol = {tol:g} "
                       f"after {nit} {'refinement steps' if solver == 'direct' else 'iterations'}; {hint}",
                       NumtkWarning, stacklevel=3)
-    denom = float(np.sum(w * dv * dv))
-    misfit = float(np.sqrt(np.sum(w * (f[indices] - f[rows] - dv) ** 2) / denom)) if denom > 0 else 0.0
-    return Result(embedding=f, rhs=b, increments=dv, residual=residual, misfit=misfit, n_iter=int(nit),
+    return Result(embedding=f, rhs=b, increments=dv, residual=residual, misfit=_misfit(f, rows, indices, w, dv),
+                  n_iter=int(nit),
                   success=bool(converged))
 
 
-def _least_absolute(X: np.ndarray, W: sp.csr_matrix, oriented: np.ndarray, sol: Result, **solve) -> tuple[Result, int]:
+def _misfit(f: np.ndarray, rows: np.ndarray, indices: np.ndarray, w: np.ndarray, dv: np.ndarray) -> float:
+    """The relative least-squares misfit ||W_E^1/2 (B f - d)|| / ||W_E^1/2 d|| over the stored entries of a graph."""
+    denom = float(np.sum(w * dv * dv))
+    return float(np.sqrt(np.sum(w * (f[indices] - f[rows] - dv) ** 2) / denom)) if denom > 0 else 0.0
+
+
+def _least_absolute(X: np.ndarray, W: sp.csr_matrix, oriented: np.ndarray, sol: Result,
+                    **solve) -> tuple[Result, int]:
     """Refine the least-squares solution ``sol`` towards min_f sum w_ij |f_j - f_i - d_ij| by iteratively
     reweighted least squares: each step solves the weighted problem with weights w_ij eps / max(|r_ij|, eps),
     r the residuals of the previous step and eps = _IRLS_EPS times the median |d_ij| (a smoothed L1 loss; the
@@ -654,7 +661,6 @@ def _least_absolute(X: np.ndarray, W: sp.csr_matrix, oriented: np.ndarray, sol: 
         return sol, 0
     eps = _IRLS_EPS * scale
     f = sol.embedding
-    steps = 0
     for steps in range(1, _IRLS_STEPS + 1):
         r = np.abs(f[indices] - f[rows] - dv)
         Wk = sp.csr_matrix((w * (eps / np.maximum(r, eps)), indices, indptr), shape=W.shape)
@@ -663,9 +669,7 @@ def _least_absolute(X: np.ndarray, W: sp.csr_matrix, oriented: np.ndarray, sol: 
         f = sol.embedding
         if change <= _IRLS_CHANGE * float(np.max(np.abs(f))):
             break
-    denom = float(np.sum(w * dv * dv))
-    misfit = float(np.sqrt(np.sum(w * (f[indices] - f[rows] - dv) ** 2) / denom)) if denom > 0 else 0.0
-    return Result(**{**dict(sol), "misfit": misfit}), steps
+    return Result(**{**dict(sol), "misfit": _misfit(f, rows, indices, w, dv)}), steps
 
 
 @constraints(X="array2d", n_neighbors="int>=1", weights="option", bandwidth="real>0", tangent_neighbors="int>=2",
