@@ -87,7 +87,7 @@ CASES = {c.name: c for c in [
          {"X": "array2d", "n_neighbors": "int>=1", "weights": "option", "bandwidth": "real>0",
           "tangent_neighbors": "int>=2", "pca_components": "int>=1", "max_sync_iter": "int>=0",
           "solver": "option", "preconditioner": "option", "tol": "real>0", "max_iter": "int>=1", "loss": "option",
-          "allow_disconnected": "bool", "root": "int>=0",
+          "split_strands": ("bool", "option"), "allow_disconnected": "bool", "root": "int>=0",
           # `neighbors` must be a (distances, indices) pair: any array (or other value) is refused
           "neighbors": "array2d", "workers": "workers", "rng": "rng"},
          positional={"X": 0}),

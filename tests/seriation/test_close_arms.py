@@ -3,8 +3,8 @@ the short-circuit diagnostic.
 
 The arm gap g against the noise per coordinate sigma sets the difficulty: at g = 5 sigma the noise tubes of
 successive arms touch. The noise floor is the agreement of the nearest-point projection on the noiseless curve
-(numtk.seriation.noise_floor). Measured configuration of the target tests: n = 3000, d = 20, data seed 1, stage with
-its defaults and rng=0 (deterministic).
+(numtk.seriation.noise_floor). Measured configuration of the target tests: n = 3000, d = 20, data seeds 1-8,
+stage with its defaults and rng=0 (deterministic).
 """
 
 import functools
@@ -128,25 +128,24 @@ def test_noise_floor_bad_arguments():
 # ------------------------------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)
-def _case(kind, ratio, seed=SEED):
+def _case(kind, ratio, seed=SEED, split_strands="auto"):
     """(X, t, noise floor, stage(X, rng=0)) of one configuration, computed once for all the tests below."""
     X, t, info = make_curve(kind, N, DIM, noise=0.6 / ratio, params={"gap": 0.6}, return_info=True, rng=seed)
-    return X, t, noise_floor(X, t, info).agreement, stage(X, rng=0)
+    return X, t, noise_floor(X, t, info).agreement, stage(X, rng=0, split_strands=split_strands)
 
 
 # The target holds on every one of eight data seeds from these gaps on (measured, n = 3000, d = 20); the
-# misses, with how many of the eight seeds are within 0.01 and the worst |tau| - floor. A miss is either arms
-# glued by edges between touching tubes or, on the spiral, a stretch of the curve beyond a spot where the
-# chain of along-curve edges thins to a few edges, whose tangent signs then follow the next arm (the
-# synchronisation's objective prefers the flipped stretch there: its evidence at the spot is wrong).
+# misses, with how many of the eight seeds are within 0.01 and the worst |tau| - floor. At 5 noise widths the
+# spiral misses by stretches whose tangent signs follow the next arm, the nested arcs (two seeds) by arcs whose
+# signs flip at the tight turns joining them (the first solve's misfit stays at 0.15 there, so the strand test
+# does not run; it would not mend them either).
 _SEEDS = range(1, 9)
-_MISSES = {("spiral", 5): "0 of 8 seeds, worst -0.76", ("spiral", 7): "5 of 8 seeds, worst -0.97",
-           ("spiral", 8): "7 of 8 seeds, worst -0.85", ("nested_arcs", 5): "0 of 8 seeds, worst -0.90"}
+_MISSES = {("spiral", 5): "5 of 8 seeds, worst -0.13", ("nested_arcs", 5): "5 of 8 seeds, worst -0.90"}
 
 
-@pytest.mark.parametrize("kind, ratio", [("spiral", 5), ("spiral", 7), ("spiral", 8), ("spiral", 9),
-                                         ("spiral", 15), ("nested_arcs", 5), ("nested_arcs", 7),
-                                         ("nested_arcs", 15)])
+@pytest.mark.parametrize("kind, ratio", [("spiral", 5), ("spiral", 6), ("spiral", 7), ("spiral", 8),
+                                         ("spiral", 15), ("nested_arcs", 5), ("nested_arcs", 6),
+                                         ("nested_arcs", 7), ("nested_arcs", 15)])
 def test_stage_stays_within_001_of_the_noise_floor_on_every_seed(kind, ratio, request):
     if (kind, ratio) in _MISSES:
         request.applymarker(pytest.mark.xfail(strict=True, reason=f"stage within 0.01 of the floor on "
@@ -168,11 +167,14 @@ def test_stage_reaches_the_floor_from_ten_noise_widths_and_the_diagnostic_is_qui
 
 @pytest.mark.parametrize("kind", ["spiral", "nested_arcs"])
 def test_the_diagnostic_flags_the_misses(kind):
-    for ratio in (5,):
-        X, t, floor, res = _case(kind, ratio)
-        assert order_agreement(res.order, t) < floor - 0.05
-        check = short_circuits(X, res)
-        assert check.glued > 0.5 and check.n_edges > 0
+    # without the strand test the arms glue at 5 noise widths (with it seed 1 holds the floor on both curves)
+    X, t, floor, res = _case(kind, 5, split_strands=False)
+    assert order_agreement(res.order, t) < floor - 0.05
+    check = short_circuits(X, res)
+    assert check.glued > 0.5 and check.n_edges > 0
+    X, t, floor, res = _case(kind, 5)
+    assert order_agreement(res.order, t) >= floor - 0.05
+    assert short_circuits(X, res).glued < 0.5
 
 
 # ------------------------------------------------------------------------------------------------
@@ -332,18 +334,21 @@ def test_the_l1_refinement_reaches_the_l1_optimum_of_a_linear_program():
                                                                                      np.arange(n))
 
 
-@pytest.mark.parametrize("kind, ratio, seed", [("spiral", 7, 2), ("nested_arcs", 6, 1)])
+@pytest.mark.parametrize("kind, ratio, seed", [("spiral", 7, 2), ("spiral", 7, 8)])
 def test_loss_auto_mends_arms_that_least_squares_glues(kind, ratio, seed):
+    # without the strand test (which mends these two by default)
     X, t, info = make_curve(kind, N, DIM, noise=0.6 / ratio, params={"gap": 0.6}, return_info=True, rng=seed)
     floor = noise_floor(X, t, info).agreement
-    plain = stage(X, rng=0)
+    plain = stage(X, rng=0, split_strands=False)
     assert plain.n_reweight == 0 and plain.misfit > 0.2
     assert order_agreement(plain.order, t) < floor - 0.01
-    mended = stage(X, rng=0, loss="auto")
+    mended = stage(X, rng=0, loss="auto", split_strands=False)
     assert mended.n_reweight > 0
     assert order_agreement(mended.order, t) >= floor - 0.01
-    forced = stage(X, rng=0, loss="l1")
+    forced = stage(X, rng=0, loss="l1", split_strands=False)
     assert_allclose(forced.embedding, mended.embedding)
+    default = stage(X, rng=0)
+    assert default.strand_edges > 0 and order_agreement(default.order, t) >= floor - 0.01
 
 
 def test_loss_auto_leaves_a_well_separated_curve_alone():
@@ -365,12 +370,11 @@ def test_loss_is_validated():
 
 
 def test_loss_auto_holds_the_floor_on_more_seeds():
-    # measured over data seeds 1-8: spiral at 7 noise widths 5 of 8 within 0.01 with 'l2', 6 with 'auto';
-    # nested arcs at 6 noise widths 1 and 4
-    for kind, ratio, least in (("spiral", 7, 6), ("nested_arcs", 6, 4)):
-        held = 0
-        for seed in _SEEDS:
-            X, t, info = make_curve(kind, N, DIM, noise=0.6 / ratio, params={"gap": 0.6}, return_info=True, rng=seed)
-            res = stage(X, rng=0, loss="auto")
-            held += order_agreement(res.order, t) >= noise_floor(X, t, info).agreement - 0.01
-        assert held >= least, (kind, ratio, held)
+    # measured over data seeds 1-8 without the strand test: the spiral at 7 noise widths 5 of 8 within 0.01 with
+    # 'l2', 7 with 'auto' (the nested arcs at 6: 3 and 3, the same seeds)
+    held = 0
+    for seed in _SEEDS:
+        X, t, info = make_curve("spiral", N, DIM, noise=0.6 / 7, params={"gap": 0.6}, return_info=True, rng=seed)
+        res = stage(X, rng=0, loss="auto", split_strands=False)
+        held += order_agreement(res.order, t) >= noise_floor(X, t, info).agreement - 0.01
+    assert held >= 7, held

@@ -746,7 +746,7 @@ def test_outliers_keep_the_system_well_conditioned():
 
 STAGE_FIELDS = ["order", "embedding", "tangents", "signs", "graph", "inverse", "residual", "misfit", "n_iter",
                 "success", "status", "message", "n_components", "labels", "frustration", "tangent_neighbors",
-                "tangent_fit_points", "isotropy", "transverse_edges", "unshared_edges", "n_reweight",
+                "tangent_fit_points", "isotropy", "transverse_edges", "unshared_edges", "strand_edges", "n_reweight",
                 "pca_components"]
 
 

@@ -163,6 +163,37 @@ double frustration(carray<I> indptr, carray<I> indices, darray w, darray c, darr
 }
 
 template <class I>
+py::array_t<double> smooth_lines(darray T, darray w, carray<I> nb, int steps, int threads) {
+    if (T.ndim() != 2) throw std::invalid_argument("`T` must be 2-D (one line per row)");
+    if (nb.ndim() != 2 || nb.shape(0) != T.shape(0))
+        throw std::invalid_argument("`neighbors` must be 2-D with one row of indices per row of `T`");
+    const auto n = static_cast<std::size_t>(T.shape(0));
+    const auto d = static_cast<std::size_t>(T.shape(1));
+    const auto k = static_cast<std::size_t>(nb.shape(1));
+    check_len(w, n, "w");
+    threads = check_threads(threads);
+    if (steps < 0) throw std::invalid_argument("`steps` must be >= 0");
+    const I* pn = nb.data();
+    for (std::size_t i = 0; i < n * k; ++i)
+        if (pn[i] < 0 || static_cast<std::size_t>(pn[i]) >= n)
+            throw std::out_of_range("`neighbors` holds an index outside the rows of `T`");
+    const auto len = static_cast<py::ssize_t>(n);
+    py::array_t<double> a({len, static_cast<py::ssize_t>(d)});
+    py::array_t<double> b({len, static_cast<py::ssize_t>(d)});
+    double* cur = a.mutable_data();
+    double* next = b.mutable_data();
+    {
+        py::gil_scoped_release release;
+        std::copy(T.data(), T.data() + n * d, cur);
+        for (int s = 0; s < steps; ++s) {
+            numtk::seriation::smooth_lines(cur, w.data(), pn, n, k, d, next, threads);
+            std::swap(cur, next);
+        }
+    }
+    return cur == a.mutable_data() ? a : b;
+}
+
+template <class I>
 py::tuple increments(darray X, darray T, carray<I> indptr, carray<I> indices, darray w, int threads) {
     const std::size_t n = check_csr(indptr, indices);
     check_len(w, static_cast<std::size_t>(indices.shape(0)), "w");
@@ -361,6 +392,10 @@ tol = 0 runs every neighbourhood to the full Krylov space (exact). Runs with the
           "Generalised power iterations z <- sign(H z) (ties keep z): (z, number of updates).");
     m.def("frustration", &frustration<I>, py::arg("indptr"), py::arg("indices"), py::arg("w"), py::arg("c"),
           py::arg("z"), "Weight share of the entries with z_i z_j c_ij < 0.");
+    m.def("smooth_lines", &smooth_lines<I>, py::arg("T"), py::arg("w"), py::arg("neighbors"), py::arg("steps"),
+          py::arg("threads") = 1,
+          "`steps` averaging steps of the line field T (n, d) over the neighbour table (n, k): each row becomes\n"
+          "the unit sum of sign(<T_i, T_j>) w_j T_j over its neighbours j (a zero or non-finite sum keeps T_i).");
     m.def("increments", &increments<I>, py::arg("X"), py::arg("T"), py::arg("indptr"), py::arg("indices"),
           py::arg("w"), py::arg("threads") = 1,
           "(d per entry, b): d_ij = <(T_i + T_j)/2, x_j - x_i>, b_i = -sum_j w_ij d_ij.");

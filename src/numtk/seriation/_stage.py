@@ -11,8 +11,11 @@ Pipeline (each step's cost at n points, k graph neighbours, k_p PCA neighbours, 
    probe of at most 1000 points; large sizes fit the nearest points of a random thinning of the cloud, at the
    kept points only, every point taking its nearest kept point's tangent (O(n fit / k_p) fits); points whose
    neighbourhood is not line-like fall back to a smaller one;
-4. the graph edges that run across the tangents (between strands of the curve closer than the k-NN radius) are
-   dropped, and the pieces joined along the tangents (O(n k d));
+4. the tangent line field averaged over the k-NN graph (compiled, three steps); the graph edges that run across
+   the tangents (between strands of the curve closer than the k-NN radius) are dropped, and the pieces joined
+   along the tangents (O(n k d)); where the first solve says strands are glued (misfit above 0.2), each point is
+   moved across its tangent to the middle of its strand (mean shift), the edges between points whose strands
+   differ are dropped too and steps 5-6 run again;
 5. Z2 sign synchronisation: scipy's minimum spanning tree, then compiled propagation and power iterations;
 6. compiled signed increments and right-hand side, then the Laplacian solve: compiled conjugate gradients with
    a two-level preconditioner (Jacobi plus a coarse correction on greedy aggregates grown along strong edges, the
@@ -100,6 +103,21 @@ _ROBUST_MISFIT = 0.2
 _IRLS_STEPS = 20  # reweighted solves of the refinement (the measured gains were complete by 20)
 _IRLS_EPS = 0.1  # residuals below this fraction of the median |increment| count as this (smoothed L1)
 _IRLS_CHANGE = 1e-6  # ... or until no embedding value moves by more than this fraction of the largest |value|
+# Strands whose noise tubes touch (see _smooth_tangents, _strand_modes, _drop_across_modes). split_strands='auto'
+# runs the mode test when the first solve's misfit exceeds _ROBUST_MISFIT (a flipped stretch with a low misfit was
+# mended by the smoothing alone: the spiral at 8 noise widths, seed 5). Measured (n = 3000, d = 20, data seeds
+# 1-8), seeds within 0.01 of the floor without / with the test: spiral at 5, 6, 7 noise widths 0 / 5, 0 / 8,
+# 5 / 8; nested arcs 0 / 5, 3 / 8, 8 / 8. On a first version (no extra smoothing, the window 2.5 k-NN radii along)
+# a window of 50 points instead of 100, a Gaussian of 0.7 or 1.5 noise widths, or a threshold of 1.5 or 3 widths
+# each held fewer seeds at 5 noise widths.
+_SMOOTH_STEPS = 3
+_SPLIT_SMOOTH_STEPS = 7  # ... and this many more before the mode test
+_MODE_NEIGHBOURS = 100  # window of each mode search, in points
+_MODE_RADIUS = 4.0  # ... reaching this many noise widths (along the tangent too)
+_MODE_STEPS = 100
+_MODE_TOL = 1e-3  # a point stops when it moves by less than this many noise widths
+_MODE_GAP = 2.0  # edges whose endpoints' modes lie more than this many noise widths apart across go
+_MODE_CHUNK = 1 << 21
 
 
 def _pca_task(X: np.ndarray, neighbors: np.ndarray, tol: float):
@@ -193,8 +211,9 @@ def _project(U: np.ndarray, basis: np.ndarray) -> np.ndarray:
     return P
 
 
-def _principal_basis(U: np.ndarray, pca_components, neighbors_given: bool) -> np.ndarray | None:
-    """Orthonormal columns (d, m) spanning the m leading principal directions of U, or None (no reduction).
+def _principal_basis(U: np.ndarray, pca_components, neighbors_given: bool) -> tuple[np.ndarray | None, float]:
+    """Orthonormal columns (d, m) spanning the m leading principal directions of U, or None (no reduction), and
+    the noise variance per coordinate: the median variance of the discarded directions (NaN without a reduction).
 
     'auto' reduces when there are at least 20 features, at least twice as many distinct rows as features
     and no precomputed neighbours, and the spectrum is clearly low rank: the noise variance is estimated by
@@ -205,11 +224,11 @@ def _principal_basis(U: np.ndarray, pca_components, neighbors_given: bool) -> np
     """
     m, d = U.shape
     if pca_components is None:
-        return None
+        return None, math.nan
     if pca_components == "auto" and (d < _AUTO_MIN_FEATURES or m < 2 * d or neighbors_given):
-        return None
+        return None, math.nan
     if pca_components != "auto" and pca_components >= d:
-        return None
+        return None, math.nan
     mean = U.mean(axis=0)
     C = np.zeros((d, d))
     for lo in range(0, m, _ROW_CHUNK):  # centred in chunks: no copy of U
@@ -223,11 +242,11 @@ def _principal_basis(U: np.ndarray, pca_components, neighbors_given: bool) -> np
         edge = noise * (1.0 + math.sqrt(d / m)) ** 2
         keep = int(np.count_nonzero(lam > _AUTO_NOISE_MARGIN * edge))
         if keep == 0 or keep > d // 4:  # no direction stands out of the bulk, or the data are not low rank
-            return None
+            return None, math.nan
         keep = max(keep, 2)
     else:
         keep = pca_components
-    return np.ascontiguousarray(V[:, :keep])
+    return np.ascontiguousarray(V[:, :keep]), max(float(np.median(lam[keep:])), 0.0)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -425,6 +444,146 @@ def _drop_transverse(P: np.ndarray, W: sp.csr_matrix, tangents: np.ndarray, isot
         return W, 0
     keep = ~drop
     U = sp.csr_matrix((C.data[keep], (C.row[keep], C.col[keep])), shape=W.shape)
+    return (U + U.T).tocsr(), n_drop
+
+
+# --------------------------------------------------------------------------------------------------
+# Strands whose noise tubes touch: a smoothed tangent field and the strands' modes across it
+# --------------------------------------------------------------------------------------------------
+
+def _smooth_tangents(tangents: np.ndarray, ratio: np.ndarray, ind: np.ndarray, steps: int | None = None,
+                     threads: int = 1) -> np.ndarray:
+    """The tangent line field averaged ``steps`` (default _SMOOTH_STEPS) times over each point's neighbours
+    ``ind`` (self first), compiled (_seriation_ext.smooth_lines), with the raw tangents' sign rule applied after.
+
+    Each step replaces t_i by the unit sum of sign(t_i . t_j) (1 - r_j) t_j over the row of ``ind`` (a line
+    field: the signs are free), with r the points' lambda_2 / lambda_1, so line-like neighbourhoods count most.
+    A point whose sum vanishes keeps its tangent. Why: where two strands touch, the local PCA of a point between
+    them sees both and can return a direction across them (spiral arms 6 noise widths apart, n = 3000: 10 % of
+    the tangents more than 31 degrees off, 1 % more than 86); its graph neighbours mostly lie on one strand,
+    and three steps over the k-NN graph left 1 % more than 19 degrees off. Ten steps held more seeds at 5 noise
+    widths than three (nested arcs 5 of 8 against 0, the spiral 5 against 6; the same from 6 on). The
+    averaging radius (about sqrt(steps) k-NN radii) stays below the local PCA's, so curves keep their bends:
+    on make_curve's six kinds at noise 0-0.1 (n = 2000, d = 3 and 100, three seeds) |tau| moved by at most
+    3e-4 wherever no strands touch, and by up to +0.90 where they do.
+    """
+    from numtk.seriation import _seriation_ext as ext
+
+    n, m = tangents.shape
+    steps = _SMOOTH_STEPS if steps is None else steps
+    if steps == 0 or n == 0 or ind.shape[1] < 2:
+        return tangents
+    weight = np.clip(1.0 - np.asarray(ratio, dtype=np.float64), 0.0, 1.0)
+    t = ext.smooth_lines(tangents, weight, ind, steps, n_threads(threads, work=ind.size * m, grain=_CSR_GRAIN))
+    t[_first_negative(t)] *= -1  # the raw tangents' sign rule
+    return t
+
+
+def _noise_level(P: np.ndarray, noise_var: float, nn, ind: np.ndarray, k: int, rng: np.random.Generator) -> float:
+    """The noise per coordinate sigma: from the discarded principal directions when there are some, else the mean
+    variance across the leading direction of the 3k-point neighbourhoods (the precomputed table's without a
+    neighbour index) of a random probe of at most _PROBE points, its median over the probe."""
+    if math.isfinite(noise_var):
+        return math.sqrt(noise_var)
+    n, m = P.shape
+    probe = np.sort(rng.choice(n, size=_PROBE, replace=False)) if n > _PROBE else np.arange(n)
+    size = min(n, 3 * k + 1)
+    hood = (ind[probe] if nn is None else nn.kneighbors(P[probe], n_neighbors=size, return_distance=False))
+    Z = P[hood]
+    Z = Z - Z.mean(axis=1, keepdims=True)
+    lam = np.linalg.eigvalsh(np.einsum("pqa,pqb->pab", Z, Z) / hood.shape[1])
+    across = np.maximum(lam[:, :-1], 0.0).sum(axis=1) / max(m - 1, 1)
+    return math.sqrt(float(np.median(across)))
+
+
+def _mode_window(P: np.ndarray, sigma: float, nn, ind: np.ndarray, k: int, rng: np.random.Generator, n_jobs):
+    """Points Q and a table (n, K) of rows of Q: each point's window for its mode search.
+
+    The window should reach _MODE_RADIUS sigma (a point two noise widths out on its strand sees the strand's
+    middle) with about _MODE_NEIGHBOURS points. The K nearest points reach that radius on a sparse cloud; on a
+    denser one (the reach r_K of the K nearest, measured on a probe, is shorter) the K nearest are taken among
+    a random thinning that keeps a fraction (r_K / R)^D of the points, D the dimension in which the count
+    grows with the radius between the k-th and K-th neighbours. Without a neighbour index the precomputed
+    neighbours are the window.
+    """
+    n, m = P.shape
+    if nn is None:
+        return P, ind[:, 1:]
+    K = min(_MODE_NEIGHBOURS, n - 1)
+    radius = _MODE_RADIUS * sigma
+    probe = np.sort(rng.choice(n, size=_PROBE, replace=False)) if n > _PROBE else np.arange(n)
+    dist = nn.kneighbors(P[probe], n_neighbors=K + 1)[0]
+    r_big, r_small = float(np.median(dist[:, K])), float(np.median(dist[:, min(k, K)]))
+    if r_big >= radius or n <= 4 * K:
+        return P, nn.kneighbors(P, n_neighbors=K + 1, return_distance=False)[:, 1:]
+    dim = m
+    if r_big > r_small > 0 and K > k:
+        dim = min(max(math.log(K / k) / math.log(r_big / r_small), 1.0), float(m))
+    size = max(K + 1, int(math.ceil(n * (r_big / radius) ** dim)))
+    keep = np.sort(rng.choice(n, size=size, replace=False))
+    return P[keep], NeighborIndex(P[keep], n_jobs or 1).kneighbors(P, n_neighbors=K, return_distance=False)
+
+
+def _strand_modes(P: np.ndarray, tangents: np.ndarray, sigma: float, Q: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """Each point moved to the mode of its strand's cross-section: mean shift across its tangent.
+
+    A point y (starting at x_i) moves by the mean of the normal parts of q - y over its window (rows ``table[i]``
+    of Q), weighted by exp(-|normal part|^2 / (2 sigma^2)) and limited to |along part| < _MODE_RADIUS sigma, until
+    it moves by less than _MODE_TOL sigma (at most _MODE_STEPS steps). With Gaussian noise of width sigma across a
+    strand the step is half the way to the strand's middle; a point between two strands goes to the nearer one
+    (the one a nearest-point projection would choose), its window's other strand adding little weight.
+    """
+    n, m = P.shape
+    Y = np.array(P, dtype=np.float64, copy=True)
+    if n == 0 or table.shape[1] == 0:
+        return Y
+    inv = 1.0 / (2.0 * sigma * sigma)
+    reach, tol = _MODE_RADIUS * sigma, _MODE_TOL * sigma
+    rows = max(1, _MODE_CHUNK // (table.shape[1] * m))
+    active = np.arange(n)
+    for _ in range(_MODE_STEPS):
+        if active.size == 0:
+            break
+        moving = np.zeros(active.size, dtype=bool)
+        for lo in range(0, active.size, rows):
+            a = active[lo:lo + rows]
+            D = Q[table[a]] - Y[a, None, :]
+            T = tangents[a]
+            along = np.einsum("rqm,rm->rq", D, T)
+            D -= along[..., None] * T[:, None, :]
+            w = np.exp(-np.einsum("rqm,rqm->rq", D, D) * inv) * (np.abs(along) < reach)
+            total = w.sum(axis=1)
+            step = np.einsum("rq,rqm->rm", w, D) / np.where(total > 0, total, 1.0)[:, None]
+            Y[a] += step
+            moving[lo:lo + rows] = np.einsum("rm,rm->r", step, step) > tol * tol
+        active = active[moving]
+    return Y
+
+
+def _drop_across_modes(W: sp.csr_matrix, tangents: np.ndarray, modes: np.ndarray, sigma: float):
+    """W without its edges whose endpoints' modes lie more than _MODE_GAP sigma apart across the edge's tangent
+    (the endpoints' tangents, sign-aligned and averaged), and how many were removed.
+
+    Along one strand the modes coincide up to the mean shift's sampling noise; between two strands they lie a
+    strand gap apart. Points of one strand pushed by the noise past the middle of the gap are ordered with the
+    other strand, as the noise floor's nearest-point projection orders them.
+    """
+    C = sp.triu(W, k=1).tocoo()
+    if C.nnz == 0:
+        return W, 0
+    i, j = C.row, C.col
+    ti, tj = tangents[i], tangents[j]
+    tm = ti + np.where(np.einsum("em,em->e", ti, tj) < 0, -1.0, 1.0)[:, None] * tj
+    norm = np.linalg.norm(tm, axis=1, keepdims=True)
+    tm = np.where(norm > 0, tm / np.where(norm > 0, norm, 1.0), ti)
+    dy = modes[j] - modes[i]
+    across = np.einsum("em,em->e", dy, dy) - np.einsum("em,em->e", dy, tm) ** 2
+    drop = across > (_MODE_GAP * sigma) ** 2
+    n_drop = int(np.count_nonzero(drop))
+    if n_drop == 0:
+        return W, 0
+    keep = ~drop
+    U = sp.csr_matrix((C.data[keep], (i[keep], j[keep])), shape=W.shape)
     return (U + U.T).tocsr(), n_drop
 
 
@@ -674,13 +833,13 @@ def _least_absolute(X: np.ndarray, W: sp.csr_matrix, oriented: np.ndarray, sol: 
 
 @constraints(X="array2d", n_neighbors="int>=1", weights="option", bandwidth="real>0", tangent_neighbors="int>=2",
              pca_components="int>=1", max_sync_iter="int>=0", solver="option", preconditioner="option", tol="real>0",
-             max_iter="int>=1", loss="option", allow_disconnected="bool", root="int>=0", neighbors="array2d",
-             workers="workers", rng="rng")
+             max_iter="int>=1", loss="option", split_strands=("bool", "option"), allow_disconnected="bool",
+             root="int>=0", neighbors="array2d", workers="workers", rng="rng")
 def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", bandwidth: float | None = None,
           tangent_neighbors="auto", pca_components="auto", max_sync_iter: int = 100, solver: str = "auto",
           preconditioner: str = "aggregation", tol: float = 1e-8, max_iter: int | None = None,
-          loss: str = "l2", allow_disconnected: bool = True, root: int | None = None, neighbors=None, workers=1,
-          rng=None) -> Result:
+          loss: str = "l2", split_strands="auto", allow_disconnected: bool = True, root: int | None = None,
+          neighbors=None, workers=1, rng=None) -> Result:
     r"""Order points sampled near an unknown curve by their position along it (STAGE).
 
     STAGE estimates a tangent direction at every point by local PCA, fixes the signs of all tangents
@@ -764,10 +923,25 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         touch) glue the strands together in least squares, and cost only their absolute residuals in L1.
         'auto': 'l2', refined as 'l1' when its ``misfit`` exceeds 0.2 (the increments are far from
         integrable, as when strands are glued; on well-separated curves the misfit is about 0.05-0.1 and
-        nothing is added). On close arms (n = 3000, d = 20, eight data seeds) 'auto' took the spiral at 7
-        noise widths from 5 to 6 seeds within 0.01 of the noise floor and the nested arcs at 6 from 1 to
-        4; where neither loss comes near the floor (5 noise widths) it can be further off. An L1 solution
-        holds glued arms apart, so :func:`short_circuits` then reports stretched edges, not glued rows.
+        nothing is added). On close arms (n = 3000, d = 20, eight data seeds) without the strand test
+        (``split_strands=False``) 'auto' took the spiral at 7 noise widths from 5 to 7 seeds within 0.01 of
+        the noise floor; with it, it changed no count. An L1 solution holds glued arms apart, so
+        :func:`short_circuits` then reports stretched edges, not glued rows.
+    split_strands : {'auto', True, False}, optional
+        Separate strands of the curve whose noise tubes touch (neighbouring arms of a spiral a few noise
+        widths apart) before the solve. Each point is moved across its tangent, by mean shift with a
+        Gaussian of the noise width :math:`\sigma`, to the middle of its strand (its window: about 100
+        points within :math:`4\sigma`, of a random thinning of the cloud when it is dense); graph edges
+        whose endpoints' modes lie more than :math:`2\sigma` apart across the tangent are dropped and the
+        graph is solved again. Points pushed by the noise past the middle of the gap go to the nearer
+        strand, as the noise floor's nearest-point projection puts them. :math:`\sigma` is the noise per
+        coordinate of the principal projection's discarded directions, or else the median variance
+        across the leading local direction of 3k-point neighbourhoods. 'auto' (default): when the first
+        solve's ``misfit`` exceeds 0.2 (glued strands leave increments far from integrable; a
+        well-separated curve stays near 0.05 and costs nothing more). True: always; False: never.
+        ``strand_edges`` counts the dropped edges. On close arms (n = 3000, d = 20, data seeds 1-8) it
+        took the spiral and the nested arcs at 6 noise widths from 0 and 1 of 8 seeds within 0.01 of
+        the noise floor to 8 of 8; see the tutorial's per-seed table.
     allow_disconnected : bool, optional
         True (default): a disconnected graph is joined along a spanning tree of its components, each
         link the pair (among each point's 48 nearest outside its component) of least
@@ -847,6 +1021,9 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
             k-NN graph edges dropped (before the transverse test) because their endpoints share few
             neighbours (shared neighbours over the smaller degree below half its median over all edges):
             edges between strands whose noise tubes touch.
+        strand_edges : int
+            Graph edges dropped because their endpoints' strand modes lie apart (see `split_strands`);
+            0 when the test did not run or dropped nothing (then the first solve stands).
         n_reweight : int
             Reweighted solves of the L1 refinement (see `loss`); 0 when it did not run. ``residual``,
             ``n_iter`` and ``success`` are those of the last solve, ``misfit`` that of the final
@@ -915,6 +1092,10 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     check_option(solver, "solver", SOLVERS)
     check_option(preconditioner, "preconditioner", PRECONDITIONERS)
     check_option(loss, "loss", LOSSES)
+    if isinstance(split_strands, str):
+        check_option(split_strands, "split_strands", ("auto",))
+    else:
+        split_strands = check_bool(split_strands, "split_strands")
     check_bool(allow_disconnected, "allow_disconnected")
     max_sync_iter = check_int(max_sync_iter, "max_sync_iter", minimum=0, maximum=_MAX_ITER)
     tol = check_real(tol, "tol", low=0.0, high=1.0, low_open=True)
@@ -946,7 +1127,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         dist, ind = _check_neighbors(neighbors, n, k)
         if scale != 1.0:
             dist = dist / scale
-    basis = _principal_basis(U, pca_components, neighbors is not None) if m >= 3 else None
+    basis, noise_var = _principal_basis(U, pca_components, neighbors is not None) if m >= 3 else (None, math.nan)
     P = U if basis is None else _project(U, basis)
     if m < 3 or P.shape[1] == 1:
         return _small_or_line(X, P, inverse, root, basis, scale)
@@ -970,21 +1151,32 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     hoods = _Neighbourhoods(P, nn, ind, rng, None if n_jobs == 1 else n_jobs, fit=6 * k)
     tangents, isotropy, kp = _tangents(P, hoods, sizes, threads, rng, k)
     fit_points = min(int(kp), int(hoods.fit)) if hoods.thinned(kp) else int(kp)
-    del dist, ind, hoods
+    del dist, hoods
+    graph_nb = np.ascontiguousarray(ind[:, :k + 1])
+    tangents = _smooth_tangents(tangents, isotropy, graph_nb, threads=kernel_threads)
     W, n_unshared = _drop_unshared(W, kernel_threads)
-    W, n_transverse = _drop_transverse(P, W, tangents, isotropy)
-    n_split, split = components(W) if n_transverse or n_unshared or n_comp > 1 else (1, None)
-    if n_split > 1:  # join the pieces along the tangents: the gap along the curve, not the jump to another strand
-        W, _ = bridge_components(P, W, split, n_split, tangents, isotropy, n_jobs)
-    if W.nnz and weights == "gaussian":
-        W.data = np.maximum(W.data, _WEIGHT_FLOOR * float(np.median(W.data)))
-    signs, frustration, tree = _synchronise(W, tangents, max_sync_iter, kernel_threads, return_tree=True)
+    shared = W
+    W, n_transverse = _drop_transverse(P, shared, tangents, isotropy)
     if solver == "auto":
         solver = "cg"
-    solve = dict(solver=solver, preconditioner=preconditioner, tol=tol, max_iter=max_iter, tree=tree,
-                 threads=kernel_threads)
+    solve = dict(solver=solver, preconditioner=preconditioner, tol=tol, max_iter=max_iter, threads=kernel_threads)
+    orient_args = (tangents, isotropy, weights, max_sync_iter, n_jobs, solve)
+    cut = bool(n_transverse or n_unshared or n_comp > 1)
+    graph, signs, frustration, sol = _join_and_solve(P, W, cut, *orient_args)
+    n_strand = 0
+    if split_strands is True or (split_strands == "auto" and sol.misfit > _ROBUST_MISFIT):
+        sigma = _noise_level(P, noise_var, nn, ind, k, rng)
+        if sigma > 0:
+            tangents = _smooth_tangents(tangents, isotropy, graph_nb, _SPLIT_SMOOTH_STEPS, kernel_threads)
+            W, n_transverse = _drop_transverse(P, shared, tangents, isotropy)
+            Q, table = _mode_window(P, sigma, nn, ind, k, rng, None if n_jobs == 1 else n_jobs)
+            W, n_strand = _drop_across_modes(W, tangents, _strand_modes(P, tangents, sigma, Q, table), sigma)
+            del Q, table
+            orient_args = (tangents,) + orient_args[1:]
+            graph, signs, frustration, sol = _join_and_solve(P, W, True, *orient_args)
+    del ind, graph_nb, shared
+    W = graph
     oriented = signs[:, None] * tangents
-    sol = _integrate(P, W, oriented, **solve)
     n_reweight = 0
     if loss == "l1" or (loss == "auto" and sol.misfit > _ROBUST_MISFIT):
         sol, n_reweight = _least_absolute(P, W, oriented, sol, **solve)
@@ -1003,8 +1195,22 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
                   n_iter=sol.n_iter, success=sol.success, status=status, message=message, n_components=int(n_comp),
                   labels=labels[inverse], frustration=frustration, tangent_neighbors=int(kp),
                   tangent_fit_points=fit_points, isotropy=isotropy[inverse], transverse_edges=int(n_transverse),
-                  unshared_edges=int(n_unshared), n_reweight=int(n_reweight),
+                  unshared_edges=int(n_unshared), strand_edges=int(n_strand), n_reweight=int(n_reweight),
                   pca_components=None if basis is None else int(basis.shape[1]))
+
+
+def _join_and_solve(P, W, cut, tangents, isotropy, weights, max_sync_iter, n_jobs, solve):
+    """Join the pieces of the graph W (``cut``: edges were removed, it may be in pieces), synchronise the signs,
+    solve; returns (the joined graph, signs, frustration, solution) and puts the spanning tree in ``solve``."""
+    n_split, split = components(W) if cut else (1, None)
+    if n_split > 1:  # join the pieces along the tangents: the gap along the curve, not the jump to another strand
+        W, _ = bridge_components(P, W, split, n_split, tangents, isotropy, n_jobs)
+    if W.nnz and weights == "gaussian":  # a new matrix: W may be the caller's
+        W = sp.csr_matrix((np.maximum(W.data, _WEIGHT_FLOOR * float(np.median(W.data))), W.indices, W.indptr),
+                          shape=W.shape)
+    signs, frustration, solve["tree"] = _synchronise(W, tangents, max_sync_iter, solve["threads"], return_tree=True)
+    sol = _integrate(P, W, signs[:, None] * tangents, **solve)
+    return W, signs, frustration, sol
 
 
 def _unscale(embedding: np.ndarray, scale: float) -> np.ndarray:
@@ -1025,11 +1231,16 @@ def _to_features(tangents: np.ndarray, basis: np.ndarray, signs: np.ndarray):
     T = tangents @ basis.T
     norm = np.linalg.norm(T, axis=1, keepdims=True)
     T /= np.where(norm > 0, norm, 1.0)
-    first = np.argmax(T != 0, axis=1)
-    flip = T[np.arange(T.shape[0]), first] < 0
+    flip = _first_negative(T)
     T[flip] *= -1
     signs = np.where(flip, -signs, signs).astype(np.int8)
     return T, signs
+
+
+def _first_negative(T: np.ndarray) -> np.ndarray:
+    """Rows of T whose first nonzero coordinate is negative (the raw tangents' sign rule makes it positive)."""
+    first = np.argmax(T != 0, axis=1)
+    return T[np.arange(T.shape[0]), first] < 0
 
 
 def _check_neighbors(neighbors, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -1079,5 +1290,5 @@ def _small_or_line(X, U, inverse, root, basis=None, scale=1.0) -> Result:
                   n_iter=0, success=True, status="converged",
                   message="exact without a solve (at most two distinct rows, or one coordinate)", n_components=1,
                   labels=np.zeros(n, dtype=np.int64), frustration=0.0, tangent_neighbors=0, tangent_fit_points=0,
-                  isotropy=np.zeros(n), transverse_edges=0, unshared_edges=0, n_reweight=0,
+                  isotropy=np.zeros(n), transverse_edges=0, unshared_edges=0, strand_edges=0, n_reweight=0,
                   pca_components=None if basis is None else int(basis.shape[1]))

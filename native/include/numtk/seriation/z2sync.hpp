@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -137,6 +138,34 @@ double frustration(const I* indptr, const I* indices, const double* w, const dou
             if (z[i] * z[indices[e]] * c[e] < 0) bad += w[e];
         }
     return total > 0 ? bad / total : 0.0;
+}
+
+// One averaging step of a line field over a neighbour table (n rows of k indices into the rows of T):
+// out_i = v / |v|, v = sum_q s_q w_j T_j over j = nb[i k + q], s_q = -1 where <T_i, T_j> < 0, else +1 (the lines'
+// signs are free). A row whose v has zero or non-finite length keeps T_i. T and out are n x d row-major.
+template <class I>
+void smooth_lines(const double* T, const double* w, const I* nb, std::size_t n, std::size_t k, std::size_t d,
+                  double* out, int threads) {
+    parallel_for_chunks(n, threads, [&](int, std::size_t lo, std::size_t hi) {
+        std::vector<double> v(d);
+        for (std::size_t i = lo; i < hi; ++i) {
+            const double* ti = T + i * d;
+            std::fill(v.begin(), v.end(), 0.0);
+            for (std::size_t q = 0; q < k; ++q) {
+                const std::size_t j = static_cast<std::size_t>(nb[i * k + q]);
+                const double* tj = T + j * d;
+                const double c = detail::dot(ti, tj, d) < 0 ? -w[j] : w[j];
+                for (std::size_t a = 0; a < d; ++a) v[a] += c * tj[a];
+            }
+            const double len = std::sqrt(detail::dot(v.data(), v.data(), d));
+            double* o = out + i * d;
+            if (len > 0 && std::isfinite(len)) {
+                for (std::size_t a = 0; a < d; ++a) o[a] = v[a] / len;
+            } else {
+                std::copy(ti, ti + d, o);
+            }
+        }
+    });
 }
 
 }  // namespace numtk::seriation
