@@ -461,8 +461,10 @@ def _smooth_tangents(tangents: np.ndarray, ratio: np.ndarray, ind: np.ndarray, s
     A point whose sum vanishes keeps its tangent. Why: where two strands touch, the local PCA of a point between
     them sees both and can return a direction across them (spiral arms 6 noise widths apart, n = 3000: 10 % of
     the tangents more than 31 degrees off, 1 % more than 86); its graph neighbours mostly lie on one strand,
-    and three steps over the k-NN graph left 1 % more than 19 degrees off. Ten steps held more seeds at 5 noise
-    widths than three (nested arcs 5 of 8 against 0, the spiral 5 against 6; the same from 6 on). The
+    and three steps over the k-NN graph left 1 % more than 19 degrees off. Every call takes three steps (0.6 s
+    per step at n = 1e6, m = 3 on two threads, 0.9 s on one: the reads of rows in random order are scattered);
+    the strand test takes seven more, because ten held more seeds at 5 noise widths than three (nested arcs 5
+    of 8 against 0, the spiral 5 against 6; the same from 6 on). The
     averaging radius (about sqrt(steps) k-NN radii) stays below the local PCA's, so curves keep their bends:
     on make_curve's six kinds at noise 0-0.1 (n = 2000, d = 3 and 100, three seeds) |tau| moved by at most
     3e-4 wherever no strands touch, and by up to +0.90 where they do.
@@ -929,12 +931,14 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         :func:`short_circuits` then reports stretched edges, not glued rows.
     split_strands : {'auto', True, False}, optional
         Separate strands of the curve whose noise tubes touch (neighbouring arms of a spiral a few noise
-        widths apart) before the solve. Each point is moved across its tangent, by mean shift with a
-        Gaussian of the noise width :math:`\sigma`, to the middle of its strand (its window: about 100
-        points within :math:`4\sigma`, of a random thinning of the cloud when it is dense); graph edges
-        whose endpoints' modes lie more than :math:`2\sigma` apart across the tangent are dropped and the
-        graph is solved again. Points pushed by the noise past the middle of the gap go to the nearer
-        strand, as the noise floor's nearest-point projection puts them. :math:`\sigma` is the noise per
+        widths apart) before the solve. Every call averages the local-PCA tangent field over the k-NN
+        graph, as lines (three steps; a point between two strands can otherwise get a tangent across
+        them); the strand test first takes seven more steps. Each point is then moved across its
+        tangent, by mean shift with a Gaussian of the noise width :math:`\sigma`, to the middle of its
+        strand (its window: about 100 points within :math:`4\sigma`, of a random thinning of the cloud
+        when it is dense); graph edges whose endpoints' modes lie more than :math:`2\sigma` apart across
+        the tangent are dropped and the graph is solved again. Points pushed by the noise past the middle
+        of the gap go to the nearer strand, as the noise floor's nearest-point projection puts them. :math:`\sigma` is the noise per
         coordinate of the principal projection's discarded directions, or else the median variance
         across the leading local direction of 3k-point neighbourhoods. 'auto' (default): when the first
         solve's ``misfit`` exceeds 0.2 (glued strands leave increments far from integrable; a
@@ -1023,7 +1027,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
             edges between strands whose noise tubes touch.
         strand_edges : int
             Graph edges dropped because their endpoints' strand modes lie apart (see `split_strands`);
-            0 when the test did not run or dropped nothing (then the first solve stands).
+            0 when the test did not run or dropped nothing.
         n_reweight : int
             Reweighted solves of the L1 refinement (see `loss`); 0 when it did not run. ``residual``,
             ``n_iter`` and ``success`` are those of the last solve, ``misfit`` that of the final
