@@ -158,7 +158,7 @@ def test_mode_search_matches_a_loop_per_point():
     T /= np.linalg.norm(T, axis=1, keepdims=True)
     table = NeighborIndex(P).kneighbors(P, 40, return_distance=False)[:, 1:]
     got = _stage._strand_modes(P, T, sigma, P, table)
-    reach, tol = _stage._MODE_RADIUS * sigma, _stage._MODE_TOL * sigma
+    reach, tol = _stage._MODE_ALONG * sigma, _stage._MODE_TOL * sigma
     for i in range(0, 300, 13):
         y = P[i].copy()
         for _ in range(_stage._MODE_STEPS):

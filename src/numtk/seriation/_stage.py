@@ -113,7 +113,10 @@ _IRLS_CHANGE = 1e-6  # ... or until no embedding value moves by more than this f
 _SMOOTH_STEPS = 3
 _SPLIT_SMOOTH_STEPS = 7  # ... and this many more before the mode test
 _MODE_NEIGHBOURS = 100  # window of each mode search, in points
-_MODE_RADIUS = 4.0  # ... reaching this many noise widths (along the tangent too)
+_MODE_RADIUS = 4.0  # ... reaching this many noise widths
+_MODE_ALONG = 3.0  # ... of which the points within this many noise widths along the tangent count (4: the
+# innermost turn of the spiral, radius 1 = 8 noise widths at 5, bent the window enough to cut the strand: 5 of 8
+# seeds at 5 noise widths against 7; 2.5 and 3.5 lost seeds too)
 _MODE_STEPS = 100
 _MODE_TOL = 1e-3  # a point stops when it moves by less than this many noise widths
 _MODE_GAP = 2.0  # edges whose endpoints' modes lie more than this many noise widths apart across go
@@ -530,7 +533,7 @@ def _strand_modes(P: np.ndarray, tangents: np.ndarray, sigma: float, Q: np.ndarr
     """Each point moved to the mode of its strand's cross-section: mean shift across its tangent.
 
     A point y (starting at x_i) moves by the mean of the normal parts of q - y over its window (rows ``table[i]``
-    of Q), weighted by exp(-|normal part|^2 / (2 sigma^2)) and limited to |along part| < _MODE_RADIUS sigma, until
+    of Q), weighted by exp(-|normal part|^2 / (2 sigma^2)) and limited to |along part| < _MODE_ALONG sigma, until
     it moves by less than _MODE_TOL sigma (at most _MODE_STEPS steps). With Gaussian noise of width sigma across a
     strand the step is half the way to the strand's middle; a point between two strands goes to the nearer one
     (the one a nearest-point projection would choose), its window's other strand adding little weight.
@@ -540,7 +543,7 @@ def _strand_modes(P: np.ndarray, tangents: np.ndarray, sigma: float, Q: np.ndarr
     if n == 0 or table.shape[1] == 0:
         return Y
     inv = 1.0 / (2.0 * sigma * sigma)
-    reach, tol = _MODE_RADIUS * sigma, _MODE_TOL * sigma
+    reach, tol = _MODE_ALONG * sigma, _MODE_TOL * sigma
     rows = max(1, _MODE_CHUNK // (table.shape[1] * m))
     active = np.arange(n)
     for _ in range(_MODE_STEPS):
@@ -927,8 +930,8 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         integrable, as when strands are glued; on well-separated curves the misfit is about 0.05-0.1 and
         nothing is added). On close arms (n = 3000, d = 20, eight data seeds) without the strand test
         (``split_strands=False``) 'auto' took the spiral at 7 noise widths from 5 to 7 seeds within 0.01 of
-        the noise floor; with it, it changed no count. An L1 solution holds glued arms apart, so
-        :func:`short_circuits` then reports stretched edges, not glued rows.
+        the noise floor; with it, it changed no count at 5 noise widths. An L1 solution holds glued arms
+        apart, so :func:`short_circuits` then reports stretched edges, not glued rows.
     split_strands : {'auto', True, False}, optional
         Separate strands of the curve whose noise tubes touch (neighbouring arms of a spiral a few noise
         widths apart) before the solve. Every call averages the local-PCA tangent field over the k-NN
@@ -936,9 +939,10 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         them); the strand test first takes seven more steps. Each point is then moved across its
         tangent, by mean shift with a Gaussian of the noise width :math:`\sigma`, to the middle of its
         strand (its window: about 100 points within :math:`4\sigma`, of a random thinning of the cloud
-        when it is dense); graph edges whose endpoints' modes lie more than :math:`2\sigma` apart across
-        the tangent are dropped and the graph is solved again. Points pushed by the noise past the middle
-        of the gap go to the nearer strand, as the noise floor's nearest-point projection puts them. :math:`\sigma` is the noise per
+        when it is dense, those within :math:`3\sigma` along the tangent counting); graph edges whose
+        endpoints' modes lie more than :math:`2\sigma` apart across the tangent are dropped and the graph
+        is solved again. Points pushed by the noise past the middle of the gap go to the nearer strand,
+        as the noise floor's nearest-point projection puts them. :math:`\sigma` is the noise per
         coordinate of the principal projection's discarded directions, or else the median variance
         across the leading local direction of 3k-point neighbourhoods. 'auto' (default): when the first
         solve's ``misfit`` exceeds 0.2 (glued strands leave increments far from integrable; a
