@@ -469,8 +469,9 @@ def _smooth_tangents(tangents: np.ndarray, ratio: np.ndarray, ind: np.ndarray, s
     the strand test takes seven more, because ten held more seeds at 5 noise widths than three (nested arcs 5
     of 8 against 0, the spiral 5 against 6; the same from 6 on). The
     averaging radius (about sqrt(steps) k-NN radii) stays below the local PCA's, so curves keep their bends:
-    on make_curve's six kinds at noise 0-0.1 (n = 2000, d = 3 and 100, three seeds) |tau| moved by at most
-    3e-4 wherever no strands touch, and by up to +0.90 where they do.
+    on make_curve's six kinds at noise 0-0.1 (n = 2000, d = 3 and 100, three seeds) the new default (this and
+    the strand test) moved |tau| by at most 3e-4 wherever no strands touch; where they touch or cross, from
+    -0.05 to +0.90, the losses on curves that were already far off (|tau| 0.68 -> 0.63, 0.23 -> 0.21).
     """
     from numtk.seriation import _seriation_ext as ext
 
