@@ -334,7 +334,7 @@ def test_the_l1_refinement_reaches_the_l1_optimum_of_a_linear_program():
                                                                                      np.arange(n))
 
 
-@pytest.mark.parametrize("kind, ratio, seed", [("spiral", 7, 2), ("spiral", 7, 8)])
+@pytest.mark.parametrize("kind, ratio, seed", [("spiral", 7, 8)])
 def test_loss_auto_mends_arms_that_least_squares_glues(kind, ratio, seed):
     # without the strand test (which mends these two by default)
     X, t, info = make_curve(kind, N, DIM, noise=0.6 / ratio, params={"gap": 0.6}, return_info=True, rng=seed)
@@ -370,7 +370,7 @@ def test_loss_is_validated():
 
 
 def test_loss_auto_holds_the_floor_on_more_seeds():
-    # measured over data seeds 1-8 without the strand test: the spiral at 7 noise widths 5 of 8 within 0.01 with
+    # measured over data seeds 1-8 without the strand test: the spiral at 7 noise widths 6 of 8 within 0.01 with
     # 'l2', 7 with 'auto' (the nested arcs at 6: 3 and 3, the same seeds)
     held = 0
     for seed in _SEEDS:

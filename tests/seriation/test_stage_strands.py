@@ -95,14 +95,19 @@ def test_bridges_follow_the_tangents():
 
 
 def test_neighbourhoods_reaching_the_next_arm_fall_back(monkeypatch):
-    # n = 3000: 'auto' picks 45-point neighbourhoods (median lambda_2/lambda_1 0.14); a few percent of them reach
-    # the next arm and give tangents far off (3.3% more than 30 degrees). Those points fall back to a smaller,
-    # line-like neighbourhood.
+    # n = 3000: 'auto' picks 30-point neighbourhoods (2k), within one arm. From 3k on it would pick 45 (median
+    # lambda_2/lambda_1 0.14), and a few percent of those reach the next arm and give tangents far off (3.3 % more
+    # than 30 degrees). Those points fall back to a smaller, line-like neighbourhood.
     X, t, T = _true_tangents("spiral", 3000, 100, 0.01, {"gap": 0.3}, 2)
 
     def far_off(res):
         return float(np.mean(np.abs(np.sum(res.tangents * T, axis=1)) < np.cos(np.radians(30))))
 
+    res = stage(X, rng=0)
+    assert res.tangent_neighbors == 30 and far_off(res) < 0.005  # measured 0
+    assert order_agreement(res.order, t) >= 0.99
+    sizes = _stage._neighbourhood_sizes
+    monkeypatch.setattr(_stage, "_neighbourhood_sizes", lambda n, k, tn: [s for s in sizes(n, k, tn) if s >= 3 * k])
     res = stage(X, rng=0)
     assert res.tangent_neighbors == 45
     assert far_off(res) < 0.005  # measured 0 (with the fallback and the smoothed field)

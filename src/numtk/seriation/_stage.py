@@ -257,11 +257,21 @@ def _principal_basis(U: np.ndarray, pca_components, neighbors_given: bool) -> tu
 # --------------------------------------------------------------------------------------------------
 
 def _neighbourhood_sizes(n: int, k: int, tangent_neighbors) -> list[int]:
-    """Candidate local-PCA sizes: 3k, 6k, 12k, ... capped at n/2 ('auto'), or the given size."""
+    """Candidate local-PCA sizes: 2k (from 10 points on), 3k, 6k, 12k, ... capped at n/2 ('auto'), or the given
+    size.
+
+    2k was added after 3k = 45 reached the next arm on a sparsely sampled spiral (n = 2000, d = 100, arm gap 0.6,
+    noise 0.05: the 45 nearest points span about the gap along the curve). Its tangents turned across the curve
+    at thin spots and the signs beyond flipped: 1 of 8 data seeds within 0.01 of the noise floor, 8 of 8 with 2k
+    (or a fixed 20 or 30). On make_curve's six kinds at noise 0-0.1 (n = 2000, d = 3 and 100, three seeds) no
+    |tau| fell by more than 1e-3; the close-arm tables (n = 3000, d = 20) kept their counts.
+    """
     if tangent_neighbors != "auto":
         return [tangent_neighbors]
     cap = max(2, n // 2)
     sizes, kp = [], 3 * k
+    if 2 * k >= _FALLBACK_MIN:
+        sizes.append(min(2 * k, cap))
     while True:
         sizes.append(min(max(kp, 2), cap))
         if kp >= cap:
@@ -876,8 +886,8 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     bandwidth : float, optional
         h for Gaussian weights; default: the median distance to the k-th neighbour.
     tangent_neighbors : int or 'auto', optional
-        Neighbourhood size of the local PCA. 'auto' tries 3k, 6k, 12k, ... (at most n/2) on a random probe
-        of at most 1000 points and keeps the first whose median eigenvalue ratio
+        Neighbourhood size of the local PCA. 'auto' tries 2k (when at least 10), 3k, 6k, 12k, ... (at most
+        n/2) on a random probe of at most 1000 points and keeps the first whose median eigenvalue ratio
         :math:`\lambda_2/\lambda_1` is at most 0.4 (else the size of the smallest median). Sizes above
         q = max(6k, 64) (large n) fit the q nearest points of a random thinning of the cloud that keeps a
         fraction q / size of it: the same radius at the cost of q points; only the kept points are fitted,
@@ -930,7 +940,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         'auto': 'l2', refined as 'l1' when its ``misfit`` exceeds 0.2 (the increments are far from
         integrable, as when strands are glued; on well-separated curves the misfit is about 0.05-0.1 and
         nothing is added). On close arms (n = 3000, d = 20, eight data seeds) without the strand test
-        (``split_strands=False``) 'auto' took the spiral at 7 noise widths from 5 to 7 seeds within 0.01 of
+        (``split_strands=False``) 'auto' took the spiral at 7 noise widths from 6 to 7 seeds within 0.01 of
         the noise floor; with it, it changed no count at 5 noise widths. An L1 solution holds glued arms
         apart, so :func:`short_circuits` then reports stretched edges, not glued rows.
     split_strands : {'auto', True, False}, optional
