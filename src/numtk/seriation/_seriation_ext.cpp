@@ -41,6 +41,13 @@ std::size_t check_csr(const carray<I>& indptr, const carray<I>& indices) {
     return n;
 }
 
+// Every one of the `size` entries of a neighbour table lies in [0, rows); else out_of_range with `message`.
+template <class I>
+void check_table(const I* table, std::size_t size, std::size_t rows, const char* message) {
+    for (std::size_t i = 0; i < size; ++i)
+        if (table[i] < 0 || static_cast<std::size_t>(table[i]) >= rows) throw std::out_of_range(message);
+}
+
 // A breadth-first order (a permutation of [0, n)) and parents (< 0 at roots, else in [0, n)).
 template <class I>
 void check_tree(const carray<I>& order, const carray<I>& parent, std::size_t n) {
@@ -71,9 +78,7 @@ py::tuple local_pca(darray X, carray<I> nb, int threads, int max_steps, double t
     const auto k = static_cast<std::size_t>(nb.shape(1));
     if (n > 0 && (d == 0 || k == 0)) throw std::invalid_argument("`X` and `neighbors` need at least one column");
     const I* pn = nb.data();
-    for (std::size_t i = 0; i < n * k; ++i)
-        if (pn[i] < 0 || static_cast<std::size_t>(pn[i]) >= rows)
-            throw std::out_of_range("`neighbors` holds an index outside the rows of `X`");
+    check_table(pn, n * k, rows, "`neighbors` holds an index outside the rows of `X`");
     const auto len = static_cast<py::ssize_t>(n);
     py::array_t<double> tangents({len, static_cast<py::ssize_t>(d)});
     py::array_t<double> ratio(len);
@@ -174,9 +179,7 @@ py::array_t<double> smooth_lines(darray T, darray w, carray<I> nb, int steps, in
     threads = check_threads(threads);
     if (steps < 0) throw std::invalid_argument("`steps` must be >= 0");
     const I* pn = nb.data();
-    for (std::size_t i = 0; i < n * k; ++i)
-        if (pn[i] < 0 || static_cast<std::size_t>(pn[i]) >= n)
-            throw std::out_of_range("`neighbors` holds an index outside the rows of `T`");
+    check_table(pn, n * k, n, "`neighbors` holds an index outside the rows of `T`");
     const auto len = static_cast<py::ssize_t>(n);
     py::array_t<double> a({len, static_cast<py::ssize_t>(d)});
     py::array_t<double> b({len, static_cast<py::ssize_t>(d)});

@@ -495,6 +495,11 @@ def _smooth_tangents(tangents: np.ndarray, ratio: np.ndarray, ind: np.ndarray, s
     return t
 
 
+def _probe_rows(n: int, rng: np.random.Generator) -> np.ndarray:
+    """A sorted random probe of at most _PROBE of n rows (all of them when there are fewer)."""
+    return np.sort(rng.choice(n, size=_PROBE, replace=False)) if n > _PROBE else np.arange(n)
+
+
 def _noise_level(P: np.ndarray, noise_var: float, nn, ind: np.ndarray, k: int, rng: np.random.Generator) -> float:
     """The noise per coordinate sigma: from the discarded principal directions when there are some, else the mean
     variance across the leading direction of the 3k-point neighbourhoods (the precomputed table's without a
@@ -502,7 +507,7 @@ def _noise_level(P: np.ndarray, noise_var: float, nn, ind: np.ndarray, k: int, r
     if math.isfinite(noise_var):
         return math.sqrt(noise_var)
     n, m = P.shape
-    probe = np.sort(rng.choice(n, size=_PROBE, replace=False)) if n > _PROBE else np.arange(n)
+    probe = _probe_rows(n, rng)
     size = min(n, 3 * k + 1)
     hood = (ind[probe] if nn is None else nn.kneighbors(P[probe], n_neighbors=size, return_distance=False))
     Z = P[hood]
@@ -526,12 +531,17 @@ def _mode_window(P: np.ndarray, sigma: float, nn, ind: np.ndarray, k: int, rng: 
     if nn is None:
         return P, ind[:, 1:]
     K = min(_MODE_NEIGHBOURS, n - 1)
-    radius = _MODE_RADIUS * sigma
-    probe = np.sort(rng.choice(n, size=_PROBE, replace=False)) if n > _PROBE else np.arange(n)
-    dist = nn.kneighbors(P[probe], n_neighbors=K + 1)[0]
-    r_big, r_small = float(np.median(dist[:, K])), float(np.median(dist[:, min(k, K)]))
-    if r_big >= radius or n <= 4 * K:
+
+    def own_nearest():
         return P, nn.kneighbors(P, n_neighbors=K + 1, return_distance=False)[:, 1:]
+
+    if n <= 4 * K:
+        return own_nearest()
+    radius = _MODE_RADIUS * sigma
+    dist = nn.kneighbors(P[_probe_rows(n, rng)], n_neighbors=K + 1)[0]
+    r_big, r_small = float(np.median(dist[:, K])), float(np.median(dist[:, min(k, K)]))
+    if r_big >= radius:
+        return own_nearest()
     dim = m
     if r_big > r_small > 0 and K > k:
         dim = min(max(math.log(K / k) / math.log(r_big / r_small), 1.0), float(m))
