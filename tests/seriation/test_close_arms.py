@@ -128,19 +128,20 @@ def test_noise_floor_bad_arguments():
 # ------------------------------------------------------------------------------------------------
 
 @functools.lru_cache(maxsize=None)
-def _case(kind, ratio, seed=SEED, split_strands="auto"):
+def _case(kind, ratio, seed=SEED, split_strands="auto", loss="auto"):
     """(X, t, noise floor, stage(X, rng=0)) of one configuration, computed once for all the tests below."""
     X, t, info = make_curve(kind, N, DIM, noise=0.6 / ratio, params={"gap": 0.6}, return_info=True, rng=seed)
-    return X, t, noise_floor(X, t, info).agreement, stage(X, rng=0, split_strands=split_strands)
+    return X, t, noise_floor(X, t, info).agreement, stage(X, rng=0, split_strands=split_strands, loss=loss)
 
 
 # The target holds on every one of eight data seeds from these gaps on (measured, n = 3000, d = 20); the
 # misses, with how many of the eight seeds are within 0.01 and the worst |tau| - floor. At 5 noise widths the
-# spiral misses once (its innermost turn cut off and joined back off its place), the nested arcs three times by
-# arcs whose signs flip at the tight turns joining them (on two seeds the first solve's misfit stays at 0.15,
-# so the strand test does not run; it would not mend them either).
+# spiral misses once: on data seed 4 its innermost turn comes out reversed. Over stage seeds 0-3 as well, 29 of
+# the 32 runs hold the floor on the spiral and 32 on the nested arcs. Before the 'auto' size stopped at a rising
+# ratio, the synchronisation weighed the edges by their modes' distance and the default loss became 'auto',
+# 27 and 18, the worst -0.13 and -0.97.
 _SEEDS = range(1, 9)
-_MISSES = {("spiral", 5): "7 of 8 seeds, worst -0.095", ("nested_arcs", 5): "5 of 8 seeds, worst -0.90"}
+_MISSES = {("spiral", 5): "7 of 8 seeds, worst -0.027"}
 
 
 @pytest.mark.parametrize("kind, ratio", [("spiral", 5), ("spiral", 6), ("spiral", 7), ("spiral", 8),
@@ -155,6 +156,17 @@ def test_stage_stays_within_001_of_the_noise_floor_on_every_seed(kind, ratio, re
         assert order_agreement(res.order, t) >= floor - 0.01, f"data seed {seed}"
 
 
+def test_the_spiral_misses_at_five_noise_widths_stay_few_and_small():
+    # the measured state of the strict xfail above, as a floor against regressions: at least 7 of the 8 data
+    # seeds within 0.01 of the noise floor and none more than 0.05 below it (measured: 7, -0.027)
+    gaps = []
+    for seed in _SEEDS:
+        X, t, floor, res = _case("spiral", 5, seed)
+        gaps.append(order_agreement(res.order, t) - floor)
+    assert sum(g >= -0.01 for g in gaps) >= 7, np.round(gaps, 3)
+    assert min(gaps) > -0.05, np.round(gaps, 3)
+
+
 @pytest.mark.parametrize("kind", ["spiral", "nested_arcs"])
 def test_stage_reaches_the_floor_from_ten_noise_widths_and_the_diagnostic_is_quiet(kind):
     for ratio in (10, 20):
@@ -167,11 +179,18 @@ def test_stage_reaches_the_floor_from_ten_noise_widths_and_the_diagnostic_is_qui
 
 @pytest.mark.parametrize("kind", ["spiral", "nested_arcs"])
 def test_the_diagnostic_flags_the_misses(kind):
-    # without the strand test the arms glue at 5 noise widths (with it seed 1 holds the floor on both curves)
-    X, t, floor, res = _case(kind, 5, split_strands=False)
+    # without the strand test the arms glue at 5 noise widths in least squares (with it seed 1 holds the floor on
+    # both curves): glued rows
+    X, t, floor, res = _case(kind, 5, split_strands=False, loss="l2")
     assert order_agreement(res.order, t) < floor - 0.05
     check = short_circuits(X, res)
     assert check.glued > 0.5 and check.n_edges > 0
+    # the L1 refinement (loss='auto') holds the arms apart instead: the miss shows as stretched edges (measured
+    # 163 and 186 on seed 1, against 5 and 1 in least squares)
+    X, t, floor, res = _case(kind, 5, split_strands=False)
+    assert res.n_reweight > 0 and order_agreement(res.order, t) < floor - 0.05
+    check = short_circuits(X, res)
+    assert check.n_edges > 50 and check.glued < 0.5
     X, t, floor, res = _case(kind, 5)
     assert order_agreement(res.order, t) >= floor - 0.05
     assert short_circuits(X, res).glued < 0.5
@@ -339,10 +358,10 @@ def test_loss_auto_mends_arms_that_least_squares_glues(kind, ratio, seed):
     # without the strand test (which mends these two by default)
     X, t, info = make_curve(kind, N, DIM, noise=0.6 / ratio, params={"gap": 0.6}, return_info=True, rng=seed)
     floor = noise_floor(X, t, info).agreement
-    plain = stage(X, rng=0, split_strands=False)
+    plain = stage(X, rng=0, split_strands=False, loss="l2")
     assert plain.n_reweight == 0 and plain.misfit > 0.2
     assert order_agreement(plain.order, t) < floor - 0.01
-    mended = stage(X, rng=0, loss="auto", split_strands=False)
+    mended = stage(X, rng=0, split_strands=False)  # loss='auto' is the default
     assert mended.n_reweight > 0
     assert order_agreement(mended.order, t) >= floor - 0.01
     forced = stage(X, rng=0, loss="l1", split_strands=False)
@@ -353,9 +372,9 @@ def test_loss_auto_mends_arms_that_least_squares_glues(kind, ratio, seed):
 
 def test_loss_auto_leaves_a_well_separated_curve_alone():
     X, t, floor, res = _case("spiral", 15)
-    auto = stage(X, rng=0, loss="auto")
-    assert auto.n_reweight == 0 and res.misfit < 0.2
-    assert_allclose(auto.embedding, res.embedding)
+    l2 = stage(X, rng=0, loss="l2")
+    assert res.n_reweight == 0 and l2.misfit < 0.2
+    assert_allclose(res.embedding, l2.embedding)
     l1 = stage(X, rng=0, loss="l1")
     assert l1.n_reweight > 0
     assert order_agreement(l1.order, t) >= floor - 0.001

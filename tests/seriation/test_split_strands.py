@@ -188,13 +188,45 @@ def test_edges_between_modes_apart_go():
     W = sp.csr_matrix((np.ones(rows.size), (rows, ind[:, 1:].ravel())), shape=(800, 800))
     W = ((W + W.T) > 0).astype(float).tocsr()
     Y = np.c_[P[:, 0], label * 5 * sigma]  # modes on the strands' middles
-    kept, n_drop = _stage._drop_across_modes(W, T, Y, sigma)
+    kept, n_drop, affinity = _stage._drop_across_modes(W, T, Y, sigma)
+    assert affinity.nnz == kept.nnz and np.array_equal(np.sort(affinity.indices), np.sort(kept.indices))
+    assert_allclose(affinity.data, 1.0)  # modes of one strand coincide across: the kept edges keep their weight
     C = sp.triu(W, 1).tocoo()
     across = label[C.row] != label[C.col]
     assert n_drop == int(across.sum()) > 0
     K = sp.triu(kept, 1).tocoo()
     assert np.all(label[K.row] == label[K.col]) and K.nnz == C.nnz - n_drop
     assert _stage._drop_across_modes(W, T, P * [1, 0], sigma)[1] == 0  # modes on one line: nothing goes
+
+
+def test_the_affinity_of_kept_edges_against_a_per_edge_loop():
+    rng = np.random.default_rng(3)
+    n, sigma = 60, 0.2
+    P = rng.normal(size=(n, 3))
+    T = rng.normal(size=(n, 3))
+    T /= np.linalg.norm(T, axis=1, keepdims=True)
+    Y = P + rng.normal(scale=0.3, size=(n, 3))
+    W = sp.random(n, n, density=0.15, random_state=4, format="csr")
+    W = (W + W.T).tocsr()
+    W.setdiag(0)
+    W.eliminate_zeros()
+    kept, n_drop, affinity = _stage._drop_across_modes(W, T, Y, sigma)
+    expect_kept, expect_aff = {}, {}
+    for i, j in zip(*sp.triu(W, 1).nonzero()):
+        tm = T[i] + math.copysign(1.0, T[i] @ T[j]) * T[j] if T[i] @ T[j] != 0 else T[i] + T[j]
+        tm = tm / np.linalg.norm(tm)
+        dy = Y[j] - Y[i]
+        across = dy @ dy - (dy @ tm) ** 2
+        if across <= (_stage._MODE_GAP * sigma) ** 2:
+            expect_kept[i, j] = W[i, j]
+            expect_aff[i, j] = math.exp(-across / (2 * sigma**2))
+    assert n_drop == sp.triu(W, 1).nnz - len(expect_kept) > 0
+    K, A = sp.triu(kept, 1).todok(), sp.triu(affinity, 1).todok()
+    assert set(K.keys()) == set(expect_kept) == set(A.keys())
+    for key, value in expect_aff.items():
+        assert_allclose(A[key], value, rtol=1e-12)
+        assert_allclose(K[key], expect_kept[key], rtol=0)
+    assert_allclose((affinity - affinity.T).data, 0.0)
 
 
 def test_the_window_thins_a_dense_cloud_to_reach_its_radius():
