@@ -996,9 +996,9 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         middle of the gap go to the nearer strand, as the noise floor's nearest-point projection puts them.
         :math:`\sigma` is the noise per coordinate of the principal projection's discarded directions, or
         else the median variance across the leading local direction of 3k-point neighbourhoods.
-        'auto' (default): when the first
-        solve's ``misfit`` exceeds 0.2 (glued strands leave increments far from integrable; a
-        well-separated curve stays near 0.05 and costs nothing more). True: always; False: never.
+        'auto' (default): when the first solve's ``misfit`` exceeds 0.2 (glued strands leave increments
+        far from integrable; a well-separated curve stays near 0.05 and costs nothing more). True: always;
+        False: never.
         ``strand_edges`` counts the dropped edges. On close arms (n = 3000, d = 20, data seeds 1-8) it
         took the spiral and the nested arcs at 6 noise widths from 0 and 1 of 8 seeds within 0.01 of
         the noise floor to 8 of 8; see the tutorial's per-seed table.
