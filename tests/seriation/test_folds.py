@@ -105,9 +105,13 @@ def test_unfold_mends_a_tail_whose_signs_were_flipped():
     W, _, _ = _edges(X, k=15)
     signs = np.where(t < 0.3, -1, 1).astype(np.int8)
     solve = dict(solver="cg", preconditioner="aggregation", tol=1e-10, max_iter=None, threads=1)
-    folded = _stage._integrate(X, W, signs[:, None] * T, **solve)
-    assert order_agreement(np.argsort(folded.embedding), t) < 0.8
-    signs2, sol, mended = _stage._unfold(X, W, T, signs, folded, solve)
+
+    def resolve(trial):
+        return (_stage._integrate(X, W, trial[:, None] * T, **solve),)
+
+    folded = resolve(signs)
+    assert order_agreement(np.argsort(folded[0].embedding), t) < 0.8
+    signs2, (sol,), mended = _stage._unfold(X, W, signs, folded, resolve)
     assert mended >= 1
     assert order_agreement(np.argsort(sol.embedding), t) > 0.99
     # one orientation for the whole curve, but for a few points of the turn (split between the sides by graph steps)
@@ -122,9 +126,9 @@ def test_unfold_leaves_an_unfolded_embedding_alone():
     W, _, _ = _edges(X, k=15)
     signs = np.ones(len(X), dtype=np.int8)
     solve = dict(solver="cg", preconditioner="aggregation", tol=1e-10, max_iter=None, threads=1)
-    sol = _stage._integrate(X, W, T, **solve)
-    signs2, sol2, mended = _stage._unfold(X, W, T, signs, sol, solve)
-    assert mended == 0 and sol2 is sol and np.array_equal(signs2, signs)
+    state = (_stage._integrate(X, W, T, **solve),)
+    signs2, state2, mended = _stage._unfold(X, W, signs, state, lambda trial: pytest.fail("no trial expected"))
+    assert mended == 0 and state2 is state and np.array_equal(signs2, signs)
 
 
 # The two cases traced to a turned tangent field (n = 3000 or 2000 points, d = 20, arm gap 0.6): the spiral at 5

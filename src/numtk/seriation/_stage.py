@@ -20,10 +20,11 @@ Pipeline (each step's cost at n points, k graph neighbours, k_p PCA neighbours, 
 6. compiled signed increments and right-hand side, then the Laplacian solve: compiled conjugate gradients with
    a two-level preconditioner (Jacobi plus a coarse correction on greedy aggregates grown along strong edges, the
    coarse system factored by SuperLU), or the spanning tree of step 5, or Jacobi; or a grounded sparse LU;
-7. where the first solve's misfit exceeds 0.2: folds of the embedding at either end (a tangent field turned
-   through half a turn) found in its sublevel sets and mended by flipping the signs beyond them (O(n k log n));
-8. with loss='l1', or 'auto' while the misfit still exceeds 0.2, a least-absolute-deviations refinement by
-   reweighted solves.
+7. with loss='l1', or 'auto' while the misfit still exceeds 0.2, a least-absolute-deviations refinement by
+   reweighted solves;
+8. where the first solve's misfit exceeded 0.2: folds of the embedding at either end (a tangent field turned
+   through half a turn) found in its sublevel sets (O(n k log n)) and mended by flipping the signs beyond them
+   and solving (and refining) again.
 """
 
 from __future__ import annotations
@@ -724,28 +725,32 @@ def _fold(P: np.ndarray, f: np.ndarray, rows: np.ndarray, cols: np.ndarray):
     return order[:m][side == 1], size
 
 
-def _unfold(P, W, tangents, signs, sol, solve):
-    """Mend folds at either end of the embedding (see _fold): flip the signs beyond the fold and solve again,
-    keeping the new solution when that end has no fold left. Returns (signs, solution, folds mended)."""
+def _unfold(P, W, signs, state, resolve):
+    """Mend folds at either end of the embedding (see _fold): flip the signs beyond a fold and solve again, keeping
+    the new solution when that end has no fold left or a smaller one.
+
+    ``state`` is the current solution as returned by ``resolve(signs)``: a tuple whose first item is the solve's
+    Result. Returns (signs, state, folds mended).
+    """
     C = sp.triu(W, k=1).tocoo()
     rows, cols = C.row.astype(np.int64), C.col.astype(np.int64)
     mended = 0
     for _ in range(_FOLD_ROUNDS):
         changed = False
         for sign in (1.0, -1.0):
-            found = _fold(P, sign * sol.embedding, rows, cols)
+            found = _fold(P, sign * state[0].embedding, rows, cols)
             if found is None:
                 continue
             trial = signs.copy()
             trial[found[0]] *= -1
-            new = _integrate(P, W, trial[:, None] * tangents, **solve)
-            left = _fold(P, sign * new.embedding, rows, cols)
+            new = resolve(trial)
+            left = _fold(P, sign * new[0].embedding, rows, cols)
             if left is None or left[1] < found[1]:  # no fold left at this end, or a smaller one
-                signs, sol, changed = trial, new, True
+                signs, state, changed = trial, new, True
                 mended += 1
         if not changed:
             break
-    return signs, sol, mended
+    return signs, state, mended
 
 
 # --------------------------------------------------------------------------------------------------
@@ -1176,7 +1181,8 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
             The component of each row in the k-NN graph.
         frustration : float
             The weight share of the edges whose tangent signs the synchronisation leaves
-            inconsistent (the weights it used: after the strand test, scaled by the modes' affinity).
+            inconsistent (the weights it used: after the strand test, scaled by the modes' affinity;
+            the synchronisation's signs, before any fold is mended).
         tangent_neighbors : int
             The local-PCA neighbourhood size used (0 when no tangent was fitted).
         tangent_fit_points : int
@@ -1236,14 +1242,15 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     stretch. Every edge agrees with its neighbours there, so the synchronisation keeps the turned
     signs, and the curve beyond is laid out backwards: the embedding folds, with an extremum inside the
     curve. When the first solve's ``misfit`` exceeds 0.2 (as for `split_strands` and `loss`), each end
-    of the embedding is examined: for m = 64, 128, ... points of lowest (highest) value, the band
+    of the final embedding (after the L1 refinement, whose solution glued strands do not bend) is
+    examined: for m = 64, 128, ... points of lowest (highest) value, the band
     between the m/4-th and the m-th splits into connected pieces of the graph. At an end of the curve
     it is one piece; at a fold, two arms leave the extremum along the curve. A second piece of at
     least a quarter of the band whose points, like the first's, have edges into the extremum's piece
     of the bottom quarter, on the opposite side of it (cosine of at most -0.7 between the two sets of
     contact points, seen from its centroid), marks a fold. The signs of the smaller arm, and of the
-    bottom's points nearer to it in graph steps, are flipped and the graph solved again, kept if the
-    fold is gone or smaller (up to four rounds; ``n_unfold`` counts the folds mended). On close arms at
+    bottom's points nearer to it in graph steps, are flipped and the graph solved (and refined) again,
+    kept if the fold is gone or smaller (up to four rounds; ``n_unfold`` counts the folds mended). On close arms at
     5 noise widths (n = 3000, d = 20, data seeds 1-8 and stage seeds 0-3) the spiral then held the noise
     floor to 0.01 on 32 of 32 runs instead of 29, the nested arcs on 32 as before; with 2000 points,
     the spiral at 8 noise widths on 8 seeds of 8 instead of 7 (the miss was 0.39). On make_curve's
@@ -1371,13 +1378,18 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
             graph, signs, frustration, sol = _join_and_solve(P, W, True, *orient_args, affinity=affinity)
     del ind, graph_nb, shared
     W = graph
+
+    def refine(signs, sol):  # the L1 refinement where `loss` asks for it: (solution, reweighted solves)
+        if loss == "l1" or (loss == "auto" and sol.misfit > _ROBUST_MISFIT):
+            return _least_absolute(P, W, signs[:, None] * tangents, sol, **solve)
+        return sol, 0
+
+    state = refine(signs, sol)
     n_unfold = 0
-    if hard:
-        signs, sol, n_unfold = _unfold(P, W, tangents, signs, sol, solve)
-    oriented = signs[:, None] * tangents
-    n_reweight = 0
-    if loss == "l1" or (loss == "auto" and sol.misfit > _ROBUST_MISFIT):
-        sol, n_reweight = _least_absolute(P, W, oriented, sol, **solve)
+    if hard:  # folds are looked for in the final embedding; each trial is solved (and refined) the same way
+        signs, state, n_unfold = _unfold(
+            P, W, signs, state, lambda trial: refine(trial, _integrate(P, W, trial[:, None] * tangents, **solve)))
+    sol, n_reweight = state
     f = orient(sol.embedding, None if root is None else inverse[root])
     if basis is not None:  # tangents in the coordinates of X, with the raw sign rule applied there
         tangents, signs = _to_features(tangents, basis, signs)
