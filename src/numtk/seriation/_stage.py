@@ -659,25 +659,26 @@ def _fold(P: np.ndarray, f: np.ndarray, rows: np.ndarray, cols: np.ndarray):
     saw across to another strand). Every edge agrees with its neighbours there, so the synchronisation keeps the
     turned signs, and the curve beyond the turn is laid out backwards. The points of the m lowest values of f then
     form a V: two arms leaving the minimum along the curve in opposite directions, where at an end of the curve
-    they form one arm. For m = 64, 128, ... up to n / 2, the band of ranks m/4 .. m (the bottom quarter, about the
-    turn, left out) is split into connected pieces. A fold needs a second piece holding at least _FOLD_ARM of the
-    band, and both pieces meeting the bottom, on opposite sides of it: the centroids of their points with an edge
-    into the bottom, seen from the bottom's centroid, at a cosine of at most _FOLD_OPPOSITE. (A piece of the
+    they form one arm. For m = 64, 128, ... and n, the band of ranks m/4 .. m (the bottom quarter, about the turn,
+    left out) is split into connected pieces. A fold needs a second piece holding at least _FOLD_ARM of the band,
+    and both pieces meeting the bottom's piece about the minimum, on opposite sides of it: the centroids of their
+    points with an edge into it, seen from its centroid, at a cosine of at most _FOLD_OPPOSITE. (A piece of the
     curve misplaced next to another arm -- a jump, not a fold -- also makes two pieces, but they meet the bottom
-    from the same side or not at all: measured cosines 0.0 or -0.60 there, -0.79 to -0.98 at folds.) The scale
-    of the largest such second arm decides; the points beyond the fold are that arm and the bottom's points that
-    it reaches in fewer graph steps than the first arm.
+    from the same side or not at all: measured cosines 0.0 or -0.60 there, -0.79 to -0.98 at folds, with the
+    whole bottom in place of its piece.) The largest scale at which a fold is seen decides (its arms reach
+    furthest); the points beyond the fold are its second (smaller) arm and the bottom's points that this arm
+    reaches in fewer graph steps than the first.
     """
     from scipy.sparse.csgraph import connected_components, dijkstra
 
     n = int(f.size)
+    if n < _FOLD_SMALLEST:
+        return None
     order = np.argsort(f, kind="stable")
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
     a, b = rank[rows], rank[cols]
     low, high = np.minimum(a, b), np.maximum(a, b)
-    if n < _FOLD_SMALLEST:
-        return None
     scales = [m for m in (_FOLD_SMALLEST << j for j in range(n.bit_length())) if m <= n]
     best = None
     for m in scales + ([n] if scales[-1] < n else []):
@@ -1243,20 +1244,20 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     signs, and the curve beyond is laid out backwards: the embedding folds, with an extremum inside the
     curve. When the first solve's ``misfit`` exceeds 0.2 (as for `split_strands` and `loss`), each end
     of the final embedding (after the L1 refinement, whose solution glued strands do not bend) is
-    examined: for m = 64, 128, ... points of lowest (highest) value, the band
-    between the m/4-th and the m-th splits into connected pieces of the graph. At an end of the curve
-    it is one piece; at a fold, two arms leave the extremum along the curve. A second piece of at
-    least a quarter of the band whose points, like the first's, have edges into the extremum's piece
-    of the bottom quarter, on the opposite side of it (cosine of at most -0.7 between the two sets of
-    contact points, seen from its centroid), marks a fold. The signs of the smaller arm, and of the
+    examined: for m = 64, 128, ... and n points of lowest (highest) value, the band between the m/4-th
+    and the m-th splits into connected pieces of the graph. At an end of the curve it is one piece; at
+    a fold, two arms leave the extremum along the curve. A second piece of at least a quarter of the
+    band whose points, like the first's, have edges into the extremum's piece of the bottom quarter, on
+    the opposite side of it (cosine of at most -0.7 between the two sets of contact points, seen from
+    its centroid), marks a fold. At the largest such m, the signs of the smaller arm, and of the
     bottom's points nearer to it in graph steps, are flipped and the graph solved (and refined) again,
-    kept if the fold is gone or smaller (up to four rounds; ``n_unfold`` counts the folds mended). On close arms at
-    5 noise widths (n = 3000, d = 20, data seeds 1-8 and stage seeds 0-3) the spiral then held the noise
-    floor to 0.01 on 32 of 32 runs instead of 29, the nested arcs on 32 as before; with 2000 points,
-    the spiral at 8 noise widths on 8 seeds of 8 instead of 7 (the miss was 0.39). On make_curve's
-    six kinds away from close arms nothing moved. A stretch misplaced next to another arm (a jump)
-    also leaves two pieces, but they meet the bottom from the same side, and two extrema inside the
-    curve (a Z) are not found from the ends.
+    kept if the fold is gone or smaller (up to four rounds; ``n_unfold`` counts the folds mended). On
+    close arms at 5 noise widths (n = 3000, d = 20, data seeds 1-8 and stage seeds 0-3) the spiral then
+    held the noise floor to 0.01 on 32 of 32 runs instead of 29, the nested arcs on 32 as before; with
+    2000 points, the spiral at 8 noise widths on 8 seeds of 8 instead of 7 (the miss was 0.39). On
+    make_curve's six kinds away from close arms nothing moved. A stretch misplaced next to another arm
+    (a jump) also leaves two pieces, but they meet the bottom from the same side, and two extrema
+    inside the curve (a Z) are not found from the ends.
 
     *Costs.* With the default principal projection the neighbour search runs on a few coordinates
     with a k-d tree instead of brute force in all features, and local PCA, synchronisation and solve
