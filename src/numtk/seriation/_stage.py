@@ -308,6 +308,11 @@ class _Neighbourhoods:
     ``fit / kp`` of it: the same radius, ``fit`` points to fit instead of kp, so the cost and memory stay bounded
     whatever n. (Fewer than 64 points made the tangents noisy enough for an occasional sign domain wall with
     k = 5.) Thinnings are drawn from ``rng`` once per size and reused; :meth:`tangents` fits the kept points only.
+
+    An exact query of all points is kept and serves every later size up to its width, for any rows (the
+    fallback's smaller sizes); on a cloud of at most _PROBE points, whose probe is the whole cloud and walks
+    several sizes, the first one is made at ``fit`` (close spiral, n = 1e3: 3 queries of 30, 45 and 90
+    neighbours, then the chosen size and the fallback's again, became one).
     """
 
     def __init__(self, U, nn, ind, rng, n_jobs, fit=None):
@@ -318,6 +323,7 @@ class _Neighbourhoods:
         else:
             self.fit = max(self.q, min(_MIN_THIN_POINTS if fit is None else max(fit, _MIN_THIN_POINTS), U.shape[0]))
         self._thin = {}
+        self._exact = None  # the widest exact query of all points so far
 
     def thinned(self, kp: int) -> bool:
         return kp > self.fit
@@ -330,7 +336,13 @@ class _Neighbourhoods:
         if self.nn is None:  # precomputed neighbours: sizes are capped at q before we get here
             raise AssertionError("neighbourhood larger than the precomputed table")
         if kp <= self.fit:
-            return self.nn.kneighbors(points, n_neighbors=kp, return_distance=False)
+            table = self._exact
+            if table is None or table.shape[1] < kp:
+                if rows is not None and U.shape[0] > _PROBE:  # a probe: its own query
+                    return self.nn.kneighbors(points, n_neighbors=kp, return_distance=False)
+                size = self.fit if U.shape[0] <= _PROBE else kp
+                table = self._exact = self.nn.kneighbors(U, n_neighbors=size, return_distance=False)
+            return (table if rows is None else table[rows])[:, :kp]
         if kp not in self._thin:
             n = U.shape[0]
             size = max(self.fit, int(math.ceil(n * self.fit / kp)))
