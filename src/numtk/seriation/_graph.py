@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
-from numtk._lib import n_threads
+from numtk._lib import n_threads, single_blas_thread
 from numtk._lib._validation import as_points, check_int, check_option, check_real
 
 __all__ = ["scaled_points", "rescale_points", "NeighborIndex", "knn_graph", "graph_from_neighbors", "bridge_components",
@@ -317,7 +317,8 @@ def forward_balance(X: np.ndarray, W: sp.csr_matrix, tangents: np.ndarray,
         Tn = tangents[sub.indices]
         M = 1e-3 * np.einsum("ni,nj->nij", tangents[r], tangents[r])  # decides only without neighbours
         np.add.at(M, owner, np.einsum("ni,nj->nij", Tn, Tn))
-        u = np.linalg.eigh(M)[1][:, :, -1]
+        with single_blas_thread():  # many tiny eigenproblems: BLAS threads only cost here
+            u = np.linalg.eigh(M)[1][:, :, -1]
         ahead = np.sign(np.einsum("ij,ij->i", u[owner], X[sub.indices] - X[r[owner]]))
         deg = np.maximum(deg, 1)
         out[lo:lo + r.size] = np.bincount(owner, weights=ahead, minlength=r.size) / deg * np.minimum(1.0, deg / half)

@@ -39,6 +39,7 @@ from numpy.typing import ArrayLike
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 from numtk._lib import MapWrapper, NumtkWarning, Result, n_threads, normalize_rng
+from numtk._lib._workers import blas_threads
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import C_INT_MAX, as_array, check_bool, check_int, check_option, check_real
 from numtk.seriation._graph import (WEIGHTS, NeighborIndex, bridge_components, check_neighbor_count, components,
@@ -1340,8 +1341,9 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
         dist, ind = _check_neighbors(neighbors, n, k)
         if scale != 1.0:
             dist = dist / scale
-    basis, noise_var = _principal_basis(U, pca_components, neighbors is not None) if m >= 3 else (None, math.nan)
-    P = U if basis is None else _project(U, basis)
+    with blas_threads(kernel_threads):  # `workers` bounds BLAS too (a d x d eigh and the Gram matrix)
+        basis, noise_var = _principal_basis(U, pca_components, neighbors is not None) if m >= 3 else (None, math.nan)
+        P = U if basis is None else _project(U, basis)
     if m < 3 or P.shape[1] == 1:
         return _small_or_line(X, P, inverse, root, basis, scale)
     sizes = _neighbourhood_sizes(m, k, tangent_neighbors)
@@ -1379,7 +1381,8 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     n_strand = 0
     hard = sol.misfit > _ROBUST_MISFIT  # strands glued, or signs turned: the increments are far from integrable
     if split_strands is True or (split_strands == "auto" and hard):
-        sigma = _noise_level(P, noise_var, nn, ind, k, rng)
+        with blas_threads(1):  # a thousand tiny eigenproblems
+            sigma = _noise_level(P, noise_var, nn, ind, k, rng)
         if sigma > 0:
             tangents = _smooth_tangents(tangents, isotropy, graph_nb, _SPLIT_SMOOTH_STEPS, kernel_threads)
             W, n_transverse = _drop_transverse(P, shared, tangents, isotropy)
