@@ -312,8 +312,8 @@ class _Neighbourhoods:
 
     An exact query of all points is kept and serves every later size up to its width, for any rows (the
     fallback's smaller sizes); on a cloud of at most _PROBE points, whose probe is the whole cloud and walks
-    several sizes, the first one is made at ``fit`` (close spiral, n = 1e3: 3 queries of 30, 45 and 90
-    neighbours, then the chosen size and the fallback's again, became one).
+    several sizes, the first one is made at ``fit`` (close spiral, n = 1e3: the queries of 30, 45 and 90
+    neighbours and the fallback's of the smaller sizes again became one; STAGE 0.12 s -> 0.09 s).
     """
 
     def __init__(self, U, nn, ind, rng, n_jobs, fit=None):
