@@ -96,19 +96,26 @@ def test_a_second_extremum_elsewhere_is_not_a_fold_at_this_end():
     assert _stage._fold(P, -f, rows, cols) is None
 
 
-def test_unfold_mends_a_tail_whose_signs_were_flipped():
-    # a noisy helix with its true tangents: flipping the signs of the points with t < 0.3 folds the embedding at
-    # t = 0.3; _unfold flips them back and the embedding orders the points again
+def _helix_with_true_tangents():
+    """A noisy helix, its positions t, its k-NN graph and a resolve(signs) -> (least-squares solve,) with the true
+    tangents of make_curve."""
     X, t, info = make_curve("helix", 3000, 3, noise=0.02, return_info=True, rng=3)
     T = _base_curve("helix", t, info.params)[1] @ info.frame.T
     T /= np.linalg.norm(T, axis=1, keepdims=True)
     W, _, _ = _edges(X, k=15)
-    signs = np.where(t < 0.3, -1, 1).astype(np.int8)
     solve = dict(solver="cg", preconditioner="aggregation", tol=1e-10, max_iter=None, threads=1)
 
-    def resolve(trial):
-        return (_stage._integrate(X, W, trial[:, None] * T, **solve),)
+    def resolve(signs):
+        return (_stage._integrate(X, W, signs[:, None] * T, **solve),)
 
+    return X, t, W, resolve
+
+
+def test_unfold_mends_a_tail_whose_signs_were_flipped():
+    # a noisy helix with its true tangents: flipping the signs of the points with t < 0.3 folds the embedding at
+    # t = 0.3; _unfold flips them back and the embedding orders the points again
+    X, t, W, resolve = _helix_with_true_tangents()
+    signs = np.where(t < 0.3, -1, 1).astype(np.int8)
     folded = resolve(signs)
     assert order_agreement(np.argsort(folded[0].embedding), t) < 0.8
     signs2, (sol,), mended = _stage._unfold(X, W, signs, folded, resolve)
@@ -120,13 +127,9 @@ def test_unfold_mends_a_tail_whose_signs_were_flipped():
 
 
 def test_unfold_leaves_an_unfolded_embedding_alone():
-    X, t, info = make_curve("helix", 3000, 3, noise=0.02, return_info=True, rng=3)
-    T = _base_curve("helix", t, info.params)[1] @ info.frame.T
-    T /= np.linalg.norm(T, axis=1, keepdims=True)
-    W, _, _ = _edges(X, k=15)
+    X, t, W, resolve = _helix_with_true_tangents()
     signs = np.ones(len(X), dtype=np.int8)
-    solve = dict(solver="cg", preconditioner="aggregation", tol=1e-10, max_iter=None, threads=1)
-    state = (_stage._integrate(X, W, T, **solve),)
+    state = resolve(signs)
     signs2, state2, mended = _stage._unfold(X, W, signs, state, lambda trial: pytest.fail("no trial expected"))
     assert mended == 0 and state2 is state and np.array_equal(signs2, signs)
 

@@ -38,7 +38,7 @@ import scipy.sparse as sp
 from numpy.typing import ArrayLike
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
-from numtk._lib import MapWrapper, NumtkWarning, Result, n_threads, normalize_rng
+from numtk._lib import MapWrapper, NumtkWarning, Result, n_threads, normalize_rng, single_blas_thread
 from numtk._lib._workers import blas_threads
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import C_INT_MAX, as_array, check_bool, check_int, check_option, check_real
@@ -331,7 +331,6 @@ class _Neighbourhoods:
 
     def __call__(self, kp: int, rows: np.ndarray | None = None) -> np.ndarray:
         U = self.U
-        points = U if rows is None else U[rows]
         if kp <= self.q:
             return (self.ind if rows is None else self.ind[rows])[:, :kp]
         if self.nn is None:  # precomputed neighbours: sizes are capped at q before we get here
@@ -340,7 +339,7 @@ class _Neighbourhoods:
             table = self._exact
             if table is None or table.shape[1] < kp:
                 if rows is not None and U.shape[0] > _PROBE:  # a probe: its own query
-                    return self.nn.kneighbors(points, n_neighbors=kp, return_distance=False)
+                    return self.nn.kneighbors(U[rows], n_neighbors=kp, return_distance=False)
                 size = self.fit if U.shape[0] <= _PROBE else kp
                 table = self._exact = self.nn.kneighbors(U, n_neighbors=size, return_distance=False)
             return (table if rows is None else table[rows])[:, :kp]
@@ -351,7 +350,7 @@ class _Neighbourhoods:
             tree = NeighborIndex(U[keep], self.n_jobs or 1)
             self._thin[kp] = (keep, tree)
         keep, tree = self._thin[kp]
-        return keep[tree.kneighbors(points, n_neighbors=self.fit, return_distance=False)]
+        return keep[tree.kneighbors(U if rows is None else U[rows], n_neighbors=self.fit, return_distance=False)]
 
     def tangents(self, kp: int, threads) -> tuple[np.ndarray, np.ndarray]:
         """Tangents and ratios of every point at a thinned size ``kp``: local PCA at the points of the thinning
@@ -664,6 +663,13 @@ _FOLD_OPPOSITE = -0.7  # ... when the two arms meet the bottom on opposite sides
 _FOLD_ROUNDS = 4  # at most this many rounds over the two ends (each mends at most one fold per end)
 
 
+def _rank_window(low: np.ndarray, high: np.ndarray, lo: int, hi: int) -> sp.csr_matrix:
+    """The graph of the edges (ranks ``low`` < ``high``) with both ends of rank lo .. hi - 1, on ranks - lo."""
+    inside = (low >= lo) & (high < hi)
+    return sp.csr_matrix((np.ones(int(np.count_nonzero(inside)), dtype=np.int8), (low[inside] - lo, high[inside] - lo)),
+                         shape=(hi - lo, hi - lo))
+
+
 def _fold(P: np.ndarray, f: np.ndarray, rows: np.ndarray, cols: np.ndarray):
     """(the points beyond a fold at the low end of the embedding ``f``, the size of its second arm), or None.
 
@@ -696,19 +702,13 @@ def _fold(P: np.ndarray, f: np.ndarray, rows: np.ndarray, cols: np.ndarray):
     best = None
     for m in scales + ([n] if scales[-1] < n else []):
         lo = m // 4
-        band = (low >= lo) & (high < m)
-        G = sp.csr_matrix((np.ones(int(np.count_nonzero(band)), dtype=np.int8), (low[band] - lo, high[band] - lo)),
-                          shape=(m - lo, m - lo))
-        _, labels = connected_components(G, directed=False)
+        _, labels = connected_components(_rank_window(low, high, lo, m), directed=False)
         sizes = np.bincount(labels)
         if sizes.size > 1:
             first, second = np.argsort(sizes, kind="stable")[::-1][:2]
             if sizes[second] >= _FOLD_ARM * (m - lo):
                 # the bottom's piece about the minimum (another piece would be a second extremum, not this one)
-                inner = high < lo
-                H = sp.csr_matrix((np.ones(int(np.count_nonzero(inner)), dtype=np.int8), (low[inner], high[inner])),
-                                  shape=(lo, lo))
-                bottom = connected_components(H, directed=False)[1]
+                bottom = connected_components(_rank_window(low, high, 0, lo), directed=False)[1]
                 bottom = bottom == bottom[0]
                 touch = (high >= lo) & (high < m) & (low < lo)  # edges from the band into the bottom's piece
                 touch[touch] = bottom[low[touch]]
@@ -727,14 +727,12 @@ def _fold(P: np.ndarray, f: np.ndarray, rows: np.ndarray, cols: np.ndarray):
     size, m, labels, first, second = best
     lo = m // 4
     # the bottom's points go with the arm that reaches them in fewer graph steps (within the m lowest points)
-    inside = high < m
-    G = sp.csr_matrix((np.ones(int(np.count_nonzero(inside))), (low[inside], high[inside])), shape=(m, m))
     arm = np.full(m, -1)
     arm[lo:][labels == first] = 0
     arm[lo:][labels == second] = 1
     seeds = np.flatnonzero(arm >= 0)
-    _, _, source = dijkstra(G, directed=False, indices=seeds, unweighted=True, min_only=True,
-                            return_predecessors=True)
+    _, _, source = dijkstra(_rank_window(low, high, 0, m), directed=False, indices=seeds, unweighted=True,
+                            min_only=True, return_predecessors=True)
     side = np.where(source >= 0, arm[np.maximum(source, 0)], -1)
     return order[:m][side == 1], size
 
@@ -749,10 +747,14 @@ def _unfold(P, W, signs, state, resolve):
     C = sp.triu(W, k=1).tocoo()
     rows, cols = C.row.astype(np.int64), C.col.astype(np.int64)
     mended = 0
+    known = {}  # end -> (the state it was measured on, its fold)
     for _ in range(_FOLD_ROUNDS):
         changed = False
         for sign in (1.0, -1.0):
-            found = _fold(P, sign * state[0].embedding, rows, cols)
+            if sign in known and known[sign][0] is state:  # measured when this state was kept
+                found = known[sign][1]
+            else:
+                found = _fold(P, sign * state[0].embedding, rows, cols)
             if found is None:
                 continue
             trial = signs.copy()
@@ -761,6 +763,7 @@ def _unfold(P, W, signs, state, resolve):
             left = _fold(P, sign * new[0].embedding, rows, cols)
             if left is None or left[1] < found[1]:  # no fold left at this end, or a smaller one
                 signs, state, changed = trial, new, True
+                known[sign] = (state, left)
                 mended += 1
         if not changed:
             break
@@ -1381,7 +1384,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     n_strand = 0
     hard = sol.misfit > _ROBUST_MISFIT  # strands glued, or signs turned: the increments are far from integrable
     if split_strands is True or (split_strands == "auto" and hard):
-        with blas_threads(1):  # a thousand tiny eigenproblems
+        with single_blas_thread():  # a thousand tiny eigenproblems
             sigma = _noise_level(P, noise_var, nn, ind, k, rng)
         if sigma > 0:
             tangents = _smooth_tangents(tangents, isotropy, graph_nb, _SPLIT_SMOOTH_STEPS, kernel_threads)
