@@ -295,9 +295,10 @@ def _closest_pair_tree(X: np.ndarray, labels: np.ndarray, n_components: int) -> 
 
 
 def forward_balance(X: np.ndarray, W: sp.csr_matrix, tangents: np.ndarray,
-                    rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                    rows: np.ndarray, own_axis: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """For each node i of ``rows``: the direction u_i of the curve there (the principal axis of its graph
-    neighbours' tangents, so that an outlier whose own tangent is tilted still sees the strand's), and
+    neighbours' tangents, so that an outlier whose own tangent is tilted still sees the strand's; with
+    ``own_axis``, its own tangent, for tangents already smoothed over the neighbours), and
     the mean of sign(<u_i, x_j - x_i>) over its neighbours j, shrunk by its degree over half the median degree
     where that is below 1. The mean is about 0 inside a strand and beside it (neighbours ahead and behind),
     +-1 at an end of a piece of the strand (half a neighbourhood, all on one side), and the shrinking makes it
@@ -314,16 +315,34 @@ def forward_balance(X: np.ndarray, W: sp.csr_matrix, tangents: np.ndarray,
         sub = W[r]
         deg = np.diff(sub.indptr)
         owner = np.repeat(np.arange(r.size), deg)
-        Tn = tangents[sub.indices]
-        M = 1e-3 * np.einsum("ni,nj->nij", tangents[r], tangents[r])  # decides only without neighbours
-        np.add.at(M, owner, np.einsum("ni,nj->nij", Tn, Tn))
-        with single_blas_thread():  # many tiny eigenproblems: BLAS threads only cost here
-            u = np.linalg.eigh(M)[1][:, :, -1]
+        if own_axis:
+            u = tangents[r]
+        else:
+            Tn = tangents[sub.indices]
+            M = 1e-3 * np.einsum("ni,nj->nij", tangents[r], tangents[r])  # decides only without neighbours
+            np.add.at(M, owner, np.einsum("ni,nj->nij", Tn, Tn))
+            with single_blas_thread():  # many tiny eigenproblems: BLAS threads only cost here
+                u = np.linalg.eigh(M)[1][:, :, -1]
         ahead = np.sign(np.einsum("ij,ij->i", u[owner], X[sub.indices] - X[r[owner]]))
         deg = np.maximum(deg, 1)
         out[lo:lo + r.size] = np.bincount(owner, weights=ahead, minlength=r.size) / deg * np.minimum(1.0, deg / half)
         axes[lo:lo + r.size] = u
     return out, axes
+
+
+def end_facing(X: np.ndarray, W: sp.csr_matrix, tangents: np.ndarray, i: np.ndarray, j: np.ndarray,
+               own_axis: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """For the pairs (i[e], j[e]): how far the graph neighbours of each endpoint lie on the side of the other,
+    o in [-1, 1] (see forward_balance): -1 at an end of a piece of the curve whose neighbours all lie behind it,
+    facing the other endpoint; about 0 inside a strand. Returns (o_i, o_j); both are about -1 where the pair
+    joins two pieces of one curve end to end."""
+    nodes, at = np.unique(np.r_[i, j], return_inverse=True)
+    balance, axis = forward_balance(X, W, tangents, nodes, own_axis)
+    e = X[j] - X[i]
+    a_i, a_j = at[:i.size], at[i.size:]
+    o_i = balance[a_i] * np.sign(np.einsum("ij,ij->i", axis[a_i], e))
+    o_j = -balance[a_j] * np.sign(np.einsum("ij,ij->i", axis[a_j], e))
+    return o_i, o_j
 
 
 def _tangent_pair_tree(X: np.ndarray, labels: np.ndarray, n_components: int, tangents: np.ndarray,
@@ -386,13 +405,7 @@ def _tangent_pair_tree(X: np.ndarray, labels: np.ndarray, n_components: int, tan
         cost = length * (1.0 + _BRIDGE_NORMAL_PENALTY * ratio * ratio)
         both = large[rows] & large[cols]
         if W is not None and both.any():
-            i, j = rows[both], cols[both]
-            nodes, at = np.unique(np.r_[i, j], return_inverse=True)
-            balance, axis = forward_balance(X, W, tangents, nodes)
-            e = X[j] - X[i]
-            a_i, a_j = at[:i.size], at[i.size:]
-            o_i = balance[a_i] * np.sign(np.einsum("ij,ij->i", axis[a_i], e))
-            o_j = -balance[a_j] * np.sign(np.einsum("ij,ij->i", axis[a_j], e))
+            o_i, o_j = end_facing(X, W, tangents, rows[both], cols[both])
             cost[both] *= 1.0 + _BRIDGE_END_PENALTY * (2.0 + o_i + o_j) / 4.0
         lo = np.minimum(labels[rows], labels[cols]).astype(np.int64)
         hi = np.maximum(labels[rows], labels[cols]).astype(np.int64)
