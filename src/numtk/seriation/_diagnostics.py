@@ -70,7 +70,9 @@ def short_circuits(X: ArrayLike, result, *, factor: float = 10.0) -> Result:
     ``glued`` is about 0: each step matches the embedding up to the noise. A reported edge means the
     graph STAGE integrated held an edge between strands; a large ``glued`` means many such edges
     pulled arms together. When ``order_agreement`` falls short of :func:`noise_floor` on close arms,
-    these are the cause (see the tutorial's section on close arms). ``misfit`` of the result
+    these are the usual cause (see the tutorial's section on close arms). A jump is not seen: a stretch
+    cut off from the curve on both sides and held to a neighbouring arm only by the edges that glue it
+    fits every edge, so nothing is stretched and ``glued`` stays about 0. ``misfit`` of the result
     summarises the same mismatch over all edges but does not say where it sits. The check uses only
     ``X`` and ``result``, no ground truth. The embedding's global sign is matched to the steps first.
 
