@@ -473,19 +473,20 @@ def _drop_unshared(W: sp.csr_matrix, threads: int = 1, P: np.ndarray | None = No
     rows = np.repeat(np.arange(W.shape[0], dtype=indices.dtype), deg)
     share = shared / np.maximum(np.minimum(deg[rows], deg[indices]), 1)
     keep = share >= _SHARED_FRACTION * float(np.median(share))
+
+    def kept_graph():  # W's entries where `keep` holds
+        kept = np.zeros(indptr.size, dtype=indptr.dtype)
+        np.cumsum(np.bincount(rows[keep], minlength=W.shape[0]), out=kept[1:])
+        return sp.csr_matrix((data[keep], indices[keep], kept), shape=W.shape)
+
     low = np.flatnonzero(~keep)
     if P is not None and low.size:
-        # copies: eliminate_zeros compacts the arrays in place, and these are W's own
-        K = sp.csr_matrix((np.where(keep, data, 0.0), indices.copy(), indptr.copy()), shape=W.shape)
-        K.eliminate_zeros()
-        o_i, o_j = end_facing(P, K, tangents, rows[low], indices[low], own_axis=True)  # symmetric in (i, j)
+        o_i, o_j = end_facing(P, kept_graph(), tangents, rows[low], indices[low], own_axis=True)  # symmetric
         keep[low[(o_i <= -_FACING_END) & (o_j <= -_FACING_END)]] = True
     n_drop = (keep.size - int(np.count_nonzero(keep))) // 2  # the pattern is symmetric: each edge stored twice
     if n_drop == 0:
         return W, 0
-    kept = np.zeros(indptr.size, dtype=indptr.dtype)
-    np.cumsum(np.bincount(rows[keep], minlength=W.shape[0]), out=kept[1:])
-    return sp.csr_matrix((data[keep], indices[keep], kept), shape=W.shape), n_drop
+    return kept_graph(), n_drop
 
 
 def _drop_transverse(P: np.ndarray, W: sp.csr_matrix, tangents: np.ndarray, isotropy: np.ndarray):
