@@ -145,8 +145,14 @@ def test_stage_mends_the_folds_of_turned_tangents(monkeypatch, n, ratio, seed, b
     assert res.n_unfold >= 1
     assert order_agreement(res.order, t) >= floor - 0.01
     monkeypatch.setattr(_stage, "_FOLD_ROUNDS", 0)
+    # the pieces' reassembly (see test_strands.py) mends these folds too: the curve beyond the turn, laid
+    # backwards at the values of the stretch before it, makes windows of two strands
+    alone = stage(X, rng=0)
+    assert alone.n_unfold == 0 and alone.n_reassembled >= 1
+    assert order_agreement(alone.order, t) >= floor - 0.01
+    monkeypatch.setattr(_stage, "_REASSEMBLE", False)
     off = stage(X, rng=0)
-    assert off.n_unfold == 0
+    assert off.n_unfold == 0 and off.n_reassembled == 0
     assert order_agreement(off.order, t) - floor < before
 
 
