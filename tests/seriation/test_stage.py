@@ -747,7 +747,7 @@ def test_outliers_keep_the_system_well_conditioned():
 STAGE_FIELDS = ["order", "embedding", "tangents", "signs", "graph", "inverse", "residual", "misfit", "n_iter",
                 "success", "status", "message", "n_components", "labels", "frustration", "tangent_neighbors",
                 "tangent_fit_points", "isotropy", "transverse_edges", "unshared_edges", "strand_edges", "n_unfold",
-                "n_reweight", "pca_components"]
+                "n_reassembled", "n_reweight", "pca_components"]
 
 
 @pytest.mark.parametrize("X", [np.repeat([[0.0, 1.0], [2.0, 3.0]], 3, axis=0),      # two distinct rows: no solve

@@ -116,9 +116,12 @@ def test_neighbourhoods_reaching_the_next_arm_fall_back(monkeypatch):
     assert far_off(stage(X, rng=0)) < 0.01
     monkeypatch.setattr(_stage, "_FALLBACK_RATIO", 0.0)  # neither: 3.3 %
     assert far_off(stage(X, rng=0)) > 0.02
-    monkeypatch.setattr(_stage, "_SMOOTH_STEPS", 3)  # the smoothing alone: 0.8 %, |tau| 0.86: the fallback matters
+    monkeypatch.setattr(_stage, "_SMOOTH_STEPS", 3)  # the smoothing alone: 0.8 %
     alone = stage(X, rng=0)
-    assert far_off(alone) < 0.01 and order_agreement(alone.order, t) < 0.95
+    # the reassembly of stretches laid side by side (test_strands.py) mends the order (measured |tau| 0.9994)
+    assert far_off(alone) < 0.01 and alone.n_reassembled >= 1 and order_agreement(alone.order, t) >= 0.99
+    monkeypatch.setattr(_stage, "_REASSEMBLE", False)  # without it: the fallback matters (measured 0.197)
+    assert order_agreement(stage(X, rng=0).order, t) < 0.95
 
 
 def _chain_graph(P, pieces, k=3):

@@ -85,19 +85,24 @@ def test_end_facing_with_its_own_axis_matches_the_principal_axis_on_a_straight_c
     np.testing.assert_array_equal(balance, [1.0, -1.0])
 
 
-@pytest.mark.parametrize("kind, d, ratio, seed, before", [
-    ("spiral", 100, 8, 2, -0.02),
-    ("spiral", 100, 8, 8, -0.02),
-    ("spiral", 20, 6, 4, -0.05),
-    ("nested_arcs", 100, 6, 7, -0.3),
-    ("nested_arcs", 100, 6, 8, -0.5),
+@pytest.mark.parametrize("kind, d, ratio, seed, before, rejoined", [
+    ("spiral", 100, 8, 2, -0.02, True),
+    ("spiral", 100, 8, 8, -0.02, True),
+    ("spiral", 20, 6, 4, -0.05, True),
+    ("nested_arcs", 100, 6, 7, -0.3, True),
+    ("nested_arcs", 100, 6, 8, -0.5, False),
 ])
-def test_stage_holds_the_noise_floor_across_thin_spots(monkeypatch, kind, d, ratio, seed, before):
+def test_stage_holds_the_noise_floor_across_thin_spots(monkeypatch, kind, d, ratio, seed, before, rejoined):
     # 2000 points at 6-8 noise widths (gap 0.6): the share test cut these curves at thin spots of the sampling
     # and an edge to the neighbouring arm held the stretch beyond (|tau| - floor: -0.085, -0.027, -0.076, -0.437,
-    # -0.770 without the facing ends).
+    # -0.770 without the facing ends and the reassembly of stretches laid side by side).
     X, t, info = make_curve(kind, 2000, d, noise=0.6 / ratio, params={"gap": 0.6}, return_info=True, rng=seed)
     floor = noise_floor(X, t, info).agreement
     assert order_agreement(stage(X, rng=0).order, t) >= floor - 0.01
     monkeypatch.setattr(_stage, "_FACING_END", 2.0)  # no pair faces that much: the edges go
+    # the reassembly (test_strands.py) alone puts the stretch back on four of the five (measured -0.0015 to
+    # +0.0023; the fifth stays at -0.770)
+    alone = order_agreement(stage(X, rng=0).order, t)
+    assert (alone >= floor - 0.01) == rejoined
+    monkeypatch.setattr(_stage, "_REASSEMBLE", False)
     assert order_agreement(stage(X, rng=0).order, t) < floor + before

@@ -9,6 +9,7 @@ from numpy.typing import ArrayLike
 from numtk._lib import Result
 from numtk._lib._constraints import constraints
 from numtk._lib._validation import as_array, check_finite, check_real
+from numtk.seriation._strands import split_windows, window_size
 
 __all__ = ["short_circuits"]
 
@@ -63,6 +64,16 @@ def short_circuits(X: ArrayLike, result, *, factor: float = 10.0) -> Result:
             percent where the embedding follows the steps, about 1 where it ignores them.
         glued : float
             The fraction of rows whose local misfit exceeds 0.5.
+        split_windows : int
+            Windows of m consecutive values of the embedding (m = 4 times the graph's median degree, and
+            at least 8 times the median rank difference of its edges; consecutive windows overlap by
+            half) whose points the graph holds in two or more groups of at least a sixth of the window,
+            with no edge between them: two stretches of the curve laid at the same values. 0 when the
+            embedding follows one strand.
+        windows : int
+            The number of windows.
+        stray : ndarray of bool, shape (n_samples,)
+            The rows outside the largest group of a split window they lie in.
 
     Notes
     -----
@@ -72,7 +83,10 @@ def short_circuits(X: ArrayLike, result, *, factor: float = 10.0) -> Result:
     pulled arms together. When ``order_agreement`` falls short of :func:`noise_floor` on close arms,
     these are the usual cause (see the tutorial's section on close arms). A jump is not seen: a stretch
     cut off from the curve on both sides and held to a neighbouring arm only by the edges that glue it
-    fits every edge, so nothing is stretched and ``glued`` stays about 0. ``misfit`` of the result
+    fits every edge, so nothing is stretched and ``glued`` stays about 0; it shows in ``split_windows``
+    instead: the stretch lies at the values of another, with no edge between the two there. :func:`stage`
+    looks for such windows itself and joins the pieces again (its ``n_reassembled``); a split window
+    left in its result is one it could not mend. ``misfit`` of the result
     summarises the same mismatch over all edges but does not say where it sits. The check uses only
     ``X`` and ``result``, no ground truth. The embedding's global sign is matched to the steps first.
 
@@ -81,8 +95,8 @@ def short_circuits(X: ArrayLike, result, *, factor: float = 10.0) -> Result:
     >>> from numtk.seriation import make_curve, short_circuits, stage
     >>> X, t = make_curve("spiral", 2000, 20, noise=0.02, params={"gap": 0.3}, rng=0)
     >>> check = short_circuits(X, stage(X, rng=0))
-    >>> check.n_edges, check.glued
-    (0, 0.0)
+    >>> check.n_edges, check.glued, check.split_windows
+    (0, 0.0, 0)
     """
     X = as_array(X, "X", ndim=2)
     check_finite(X, "X")
@@ -98,12 +112,16 @@ def short_circuits(X: ArrayLike, result, *, factor: float = 10.0) -> Result:
                          f"{result.tangents.shape[1]} features, X has shape {X.shape}")
     nodes, row = np.unique(inverse, return_index=True)  # the first row of each graph node
     W = sp.triu(sp.csr_matrix(result.graph), k=1).tocoo()
-    empty = Result(edges=np.zeros((0, 2), dtype=np.int64), stretch=np.zeros(0), n_edges=0,
-                   points=np.zeros(n, dtype=bool), share=0.0, scale=0.0, local_misfit=np.zeros(n), glued=0.0)
+    empty = dict(edges=np.zeros((0, 2), dtype=np.int64), stretch=np.zeros(0), n_edges=0,
+                 points=np.zeros(n, dtype=bool), share=0.0, scale=0.0, local_misfit=np.zeros(n), glued=0.0)
     if W.nnz == 0:
-        return empty
+        return Result(**empty, split_windows=0, windows=1, stray=np.zeros(n, dtype=bool))
     if nodes.size != result.graph.shape[0]:
         raise ValueError("`result` does not belong to `X`: its graph has a node without a row")
+    f_node = np.asarray(result.embedding, dtype=np.float64)[row]
+    e_rows, e_cols = W.row.astype(np.int64), W.col.astype(np.int64)
+    n_split, n_windows, stray = split_windows(f_node, e_rows, e_cols, window_size(f_node, e_rows, e_cols))
+    side = dict(split_windows=n_split, windows=n_windows, stray=stray[inverse])
     i, j = row[W.row], row[W.col]
     T = result.signs[:, None] * np.asarray(result.tangents, dtype=np.float64)
     step = np.einsum("ij,ij->i", 0.5 * (T[i] + T[j]), X[j] - X[i])
@@ -114,7 +132,7 @@ def short_circuits(X: ArrayLike, result, *, factor: float = 10.0) -> Result:
     mismatch = np.abs(df - step)
     h = float(np.median(np.abs(step)))
     if h == 0.0:
-        return empty
+        return Result(**empty, **side)
     bad = np.flatnonzero(mismatch > factor * h)
     bad = bad[np.argsort(-mismatch[bad], kind="stable")]
     energy = W.data * mismatch ** 2
@@ -129,4 +147,4 @@ def short_circuits(X: ArrayLike, result, *, factor: float = 10.0) -> Result:
     local = np.sqrt(np.divide(num, den, out=np.zeros(m), where=den > 0))[inverse]
     return Result(edges=np.c_[i[bad], j[bad]].astype(np.int64), stretch=mismatch[bad] / h, n_edges=int(bad.size),
                   points=touched[inverse], share=float(energy[bad].sum() / total) if total > 0 else 0.0, scale=h,
-                  local_misfit=local, glued=float(np.mean(local > _GLUED)))
+                  local_misfit=local, glued=float(np.mean(local > _GLUED)), **side)

@@ -862,6 +862,14 @@ def _reassemble(P, W, signs, tangents, state, resolve):
         U = sp.coo_matrix((w, (r, c_)), shape=(n, n)).tocsr()
         trial_graph = (U + U.T).tocsr()
         trial_graph.sum_duplicates()
+        n_comp, labels = components(trial_graph)
+        if n_comp > 1:  # points whose edges all went to other pieces keep theirs
+            apart = labels != np.argmax(np.bincount(labels))
+            back = apart[G.row] | apart[G.col]
+            U = sp.coo_matrix((np.r_[w, G.data[back & ~same]], (np.r_[r, G.row[back & ~same]],
+                                                                 np.r_[c_, G.col[back & ~same]])), shape=(n, n))
+            trial_graph = (U + U.T).tocsr()
+            trial_graph.sum_duplicates()
         new = resolve(trial_graph, trial)
         now = split_windows(new[0].embedding, rows, cols, m)[0]
         if now >= split:
