@@ -75,8 +75,8 @@ def test_one_chain_in_order_splits_no_window(dtype):
     f = np.arange(n) + rng.uniform(-1.5, 1.5, n)  # local swaps of neighbours
     m = window_size(f, rows, cols)
     assert m == 16  # 4 x the median degree 4 (8 x the median rank difference ~ 1.5 is less)
-    split, windows, stray = split_windows(f, rows, cols, m)
-    assert split == 0 and windows == -(-(n - m // 2) // (m // 2)) and not stray.any()
+    split, windows, stray, run = split_windows(f, rows, cols, m)
+    assert split == run == 0 and windows == -(-(n - m // 2) // (m // 2)) and not stray.any()
     assert strand_pieces(f, rows, cols, m, m // 4) is None
 
 
@@ -89,22 +89,23 @@ def test_two_interleaved_chains_split_every_window():
     f = np.empty(600)
     f[A], f[B] = 2 * np.arange(300), 2 * np.arange(300) + 1
     m = 40
-    split, windows, stray = split_windows(f, rows, cols, m)
-    assert split == windows == 29
+    split, windows, stray, run = split_windows(f, rows, cols, m)
+    assert split == windows == run == 29
     # in each window one of the two chains is the smaller or equal group: about half the points are strays
     assert 200 <= stray.sum() <= 400
     # one edge between them in the middle joins the groups of the two windows that hold it only
-    split1, _, _ = split_windows(f, np.r_[rows, 150], np.r_[cols, 450], m)
-    assert split1 == windows - 2
+    split1, _, _, run1 = split_windows(f, np.r_[rows, 150], np.r_[cols, 450], m)
+    assert split1 == windows - 2 and run1 == 14  # windows 0-13 and 16-28 left split: runs of 14 and 13
+
 
 
 def test_nothing_to_split():
     empty = np.zeros(0, dtype=np.int64)
-    assert split_windows(np.zeros(1), empty, empty, 8) == (0, 1, pytest.approx(np.zeros(1, bool)))
+    assert split_windows(np.zeros(1), empty, empty, 8)[:2] == (0, 1)
     f = np.arange(5.0)
     rows, cols = _chain(np.arange(5))
-    split, windows, stray = split_windows(f, rows, cols, 8)  # fewer points than a window
-    assert (split, windows) == (0, 1) and stray.shape == (5,)
+    split, windows, stray, run = split_windows(f, rows, cols, 8)  # fewer points than a window
+    assert (split, windows, run) == (0, 1, 0) and stray.shape == (5,)
     assert window_size(np.zeros(3), empty, empty) == 3
 
 
@@ -188,5 +189,5 @@ def test_short_circuits_split_windows_on_a_constructed_result():
     T = np.tile([1.0, 0.0], (n, 1))
     res = Result(graph=G, embedding=f, tangents=T, signs=np.ones(n, dtype=np.int8), inverse=np.arange(n))
     check = short_circuits(X, res)
-    assert check.windows >= 2 and check.split_windows == check.windows
+    assert check.windows >= 2 and check.split_windows == check.windows == check.split_run
     assert check.stray.shape == (n,) and 0 < check.stray.sum() < n

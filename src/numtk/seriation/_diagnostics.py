@@ -70,6 +70,10 @@ def short_circuits(X: ArrayLike, result, *, factor: float = 10.0) -> Result:
             half) whose points the graph holds in two or more groups of at least a sixth of the window,
             with no edge between them: two stretches of the curve laid at the same values. 0 when the
             embedding follows one strand.
+        split_run : int
+            The longest run of consecutive split windows. A stretch laid beside another splits a run of
+            several (5-37 on the misses measured in the tutorial); outliers that keep to themselves split
+            a window here and there (runs of 1-2, also at the noise floor).
         windows : int
             The number of windows.
         stray : ndarray of bool, shape (n_samples,)
@@ -115,13 +119,13 @@ def short_circuits(X: ArrayLike, result, *, factor: float = 10.0) -> Result:
     empty = dict(edges=np.zeros((0, 2), dtype=np.int64), stretch=np.zeros(0), n_edges=0,
                  points=np.zeros(n, dtype=bool), share=0.0, scale=0.0, local_misfit=np.zeros(n), glued=0.0)
     if W.nnz == 0:
-        return Result(**empty, split_windows=0, windows=1, stray=np.zeros(n, dtype=bool))
+        return Result(**empty, split_windows=0, split_run=0, windows=1, stray=np.zeros(n, dtype=bool))
     if nodes.size != result.graph.shape[0]:
         raise ValueError("`result` does not belong to `X`: its graph has a node without a row")
     f_node = np.asarray(result.embedding, dtype=np.float64)[row]
     e_rows, e_cols = W.row.astype(np.int64), W.col.astype(np.int64)
-    n_split, n_windows, stray = split_windows(f_node, e_rows, e_cols, window_size(f_node, e_rows, e_cols))
-    side = dict(split_windows=n_split, windows=n_windows, stray=stray[inverse])
+    n_split, n_windows, stray, run = split_windows(f_node, e_rows, e_cols, window_size(f_node, e_rows, e_cols))
+    side = dict(split_windows=n_split, split_run=run, windows=n_windows, stray=stray[inverse])
     i, j = row[W.row], row[W.col]
     T = result.signs[:, None] * np.asarray(result.tangents, dtype=np.float64)
     step = np.einsum("ij,ij->i", 0.5 * (T[i] + T[j]), X[j] - X[i])

@@ -82,9 +82,10 @@ def _significant(labels: np.ndarray, h: int, K: int, n: int, m: int):
     return sizes, big, window
 
 
-def split_windows(f: np.ndarray, rows: np.ndarray, cols: np.ndarray, m: int) -> tuple[int, int, np.ndarray]:
-    """(windows holding two or more groups that count, windows, per rank: in such a window outside its largest
-    group). ``rows``, ``cols``: the graph's edges, each once; f: the embedding of its nodes."""
+def split_windows(f: np.ndarray, rows: np.ndarray, cols: np.ndarray, m: int) -> tuple[int, int, np.ndarray, int]:
+    """(windows holding two or more groups that count, windows, per point: in such a window outside its largest
+    group, the longest run of consecutive such windows). ``rows``, ``cols``: the graph's edges, each once; f: the
+    embedding of its nodes."""
     n = int(f.size)
     order, h, K, labels = _window_groups(f, rows, cols, m)
     sizes, big, window = _significant(labels, h, K, n, m)
@@ -99,7 +100,9 @@ def split_windows(f: np.ndarray, rows: np.ndarray, cols: np.ndarray, m: int) -> 
     inside = (lab >= 0) & split[np.clip(w, 0, K - 1)] & big[np.maximum(lab, 0)] & (lab != largest[np.clip(w, 0, K - 1)])
     stray = np.zeros(n, dtype=bool)
     stray[order[np.any(inside, axis=1)]] = True
-    return int(np.count_nonzero(split)), K, stray
+    edges = np.diff(np.r_[0, split.astype(np.int8), 0])  # +1 where a run starts, -1 after it ends
+    run = int(np.max(np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1))) if split.any() else 0
+    return int(np.count_nonzero(split)), K, stray, run
 
 
 def strand_pieces(f: np.ndarray, rows: np.ndarray, cols: np.ndarray, m: int, min_piece: int):
