@@ -270,12 +270,16 @@ def test_split_strands_leaves_a_well_separated_curve_alone():
 
 
 @pytest.mark.parametrize("dim", [3, 20])
-def test_split_strands_mends_glued_arms(dim):
+def test_split_strands_mends_glued_arms(dim, monkeypatch):
     # 6 noise widths: without the test the arms glue; with it the floor is held. In d = 3 no principal
-    # projection is made and the noise level comes from the neighbourhoods.
+    # projection is made and the noise level comes from the neighbourhoods. (Without the test, the reassembly of
+    # stretches laid side by side, test_strands.py, takes d = 20 from 0.235 to 0.027 below the floor; it is
+    # switched off for the comparison.)
     X, t, info = make_curve("spiral", 3000, dim, noise=0.1, params={"gap": 0.6}, return_info=True, rng=2)
     floor = noise_floor(X, t, info).agreement
-    off = stage(X, rng=0, split_strands=False)
+    with monkeypatch.context() as patch:
+        patch.setattr(_stage, "_REASSEMBLE", False)
+        off = stage(X, rng=0, split_strands=False)
     assert off.misfit > 0.2 and order_agreement(off.order, t) < floor - 0.01
     res = stage(X, rng=0)
     assert res.strand_edges > 0 and res.pca_components == (2 if dim == 20 else None)

@@ -72,8 +72,9 @@ def short_circuits(X: ArrayLike, result, *, factor: float = 10.0) -> Result:
             embedding follows one strand.
         split_run : int
             The longest run of consecutive split windows. A stretch laid beside another splits a run of
-            several (5-37 on the misses measured in the tutorial); outliers that keep to themselves split
-            a window here and there (runs of 1-2, also at the noise floor).
+            several (5-37 on ten of the eleven misses measured in the tutorial, 2 on the eleventh);
+            outliers that keep to themselves split a window here and there (runs of 1-2, also at the
+            noise floor).
         windows : int
             The number of windows.
         stray : ndarray of bool, shape (n_samples,)

@@ -184,12 +184,13 @@ def piece_path(ends: np.ndarray) -> tuple[list[int], list[int]]:
         flat = total.reshape(2 * p, p, 2)
         arg = np.argmin(flat, axis=0)  # the best (i, e) for each (j, x)
         val = np.take_along_axis(flat, arg[None], axis=0)[0]
-        for j in np.flatnonzero(free):
-            nm = mask | 1 << int(j)
-            better = val[j] < best[nm, j]
-            best[nm, j][better] = val[j][better]
-            for x in np.flatnonzero(better):
-                back[nm, j, x] = divmod(int(arg[j, x]), 2)
+        js = np.flatnonzero(free)
+        nm = mask | (1 << js)
+        better = val[js] < best[nm, js]  # (free pieces, 2)
+        best[nm, js] = np.where(better, val[js], best[nm, js])
+        jj, xx = np.nonzero(better)
+        back[nm[jj], js[jj], xx, 0] = arg[js[jj], xx] // 2
+        back[nm[jj], js[jj], xx, 1] = arg[js[jj], xx] % 2
     i, e = np.unravel_index(int(np.argmin(best[full])), (p, 2))
     path, entered, mask = [], [], full
     while True:
