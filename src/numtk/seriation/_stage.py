@@ -795,24 +795,25 @@ def _unfold(P, W, signs, state, resolve):
 
 _PIECES_MAX = 14  # the exact search over the pieces' order and directions is done up to this many pieces (1 s)
 _REASSEMBLE_ROUNDS = 2
-_REASSEMBLE = True
-# ... where at least this many consecutive windows are split. Measured (2000-point close arms, 15 misses, and a
-# random Fourier curve in d = 3): the longest run was 5-37 windows on each miss it mended, 2 on a run 0.012 below
-# the floor; at n = 1e5 (spiral, d = 20, 5 noise widths, seed 5, 0.007 below the floor) 8 of 892 windows split
-# in runs of 1-2 by outlier groups, whose pieces, joined, laid the curve's two halves in the wrong order (0.97
-# below the floor).
+_REASSEMBLE = True  # (tests switch it off to show what it mends)
+# The reassembly starts where at least this many consecutive windows are split. Measured (2000-point close arms,
+# 14 misses, and a random Fourier curve in d = 3): the longest run was 5-37 windows on each miss it mended, 2 on
+# a run 0.012 below the floor; at n = 1e5 (spiral, d = 20, 5 noise widths, seed 5, 0.007 below the floor) 8 of
+# 892 windows split in runs of 1-2 by outlier groups, whose pieces, joined, laid the curve's two halves in the
+# wrong order (0.97 below the floor).
 _SPLIT_RUN = 4
 
 
 def _reassemble(P, W, signs, tangents, state, resolve):
-    """Mend stretches laid at the values of another (see _strands): cut the points into pieces, each laid in
-    order, join them end to end in the order and directions of least total distance between their ends, and
-    solve again on the pieces' own edges and the joins with the signs of the pieces turned back where they were
-    laid backwards; keep the new solution when fewer windows of its ranks hold two strands.
+    """Mend stretches laid at the values of another (see _strands and the Notes of stage): cut the points into
+    pieces, each laid in order, join them end to end in the order and directions of least total cost (the
+    distance between their ends, more across the tangents than along), and solve again on the pieces' own edges
+    and the joins with the signs of the pieces turned back where they were laid backwards; keep the new solution
+    when fewer windows of its ranks hold two strands.
 
     A stretch cut off from the curve at both ends (thin spots of the sampling where no edge across was kept) and
-    held to another arm by a few edges fits every edge: the misfit and short_circuits do not see it. It shows
-    in the embedding's windows instead: two groups of points with no edge between them, at the same values.
+    held to another arm by a few edges fits every edge: neither the misfit nor a stretched edge shows it. It
+    shows in the embedding's windows instead: two groups of points with no edge between them, at the same values.
     ``resolve(graph, signs)`` solves as ``state`` was solved. Returns (graph, signs, state, rounds kept).
     """
     from numtk.seriation._strands import piece_path, split_windows, strand_pieces, window_size
