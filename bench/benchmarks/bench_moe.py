@@ -144,8 +144,9 @@ class PackUnpackBF16:
 
 
 class PuzzleMerge:
-    params = [(1024, 1024), (4096, 4096)]
-    param_names = ["d_out, d_in"]
+    # one parameter whose values are shapes (asv reads a flat list of tuples as one parameter per tuple)
+    params = [[(1024, 1024), (4096, 4096)]]
+    param_names = ["shape"]
 
     def setup(self, shape):
         self.A, self.B = np.random.default_rng(0).normal(0.0, 0.02, (2, *shape)).astype(np.float32)

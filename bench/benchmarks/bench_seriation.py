@@ -70,3 +70,30 @@ class SeriationScaling:
         from numtk.seriation import order_agreement
 
         return order_agreement(self._run().order, self.t)
+
+
+class CloseArms:
+    """The close-arm target (issue: within 0.01 of the noise floor while the arm gap is at least 5 noise widths)
+    at its hardest measured sampling: make_curve's spiral and nested arcs, n = 2000, gap 0.6 = 5 noise widths,
+    data seeds 1-8, ``stage(X, rng=0)``. ``track_`` the seeds within 0.01 of ``noise_floor`` and the worst
+    |tau| - floor (measured: spiral 6 of 8 in d = 20 and 100, nested arcs 8 of 8)."""
+
+    params = ([20, 100], ["spiral", "nested_arcs"])
+    param_names = ["dim", "curve"]
+    timeout = 600
+    number = 1
+    repeat = 1
+
+    def setup(self, dim, curve):
+        from numtk.seriation import make_curve, noise_floor, order_agreement, stage
+
+        self.gaps = []
+        for seed in range(1, 9):
+            X, t, info = make_curve(curve, 2000, dim, noise=0.12, params={"gap": 0.6}, return_info=True, rng=seed)
+            self.gaps.append(order_agreement(stage(X, rng=0).order, t) - noise_floor(X, t, info).agreement)
+
+    def track_seeds_at_floor(self, dim, curve):
+        return sum(g >= -0.01 for g in self.gaps)
+
+    def track_worst_gap(self, dim, curve):
+        return min(self.gaps)

@@ -2,7 +2,13 @@
 losses alone, on the problems of ``compare.py --spectral`` (``_torch_spectral.py``) at small sizes, torch on one
 thread."""
 
-from benchmarks._torch_spectral import _threads, loss_calls, step_calls
+from benchmarks._torch_spectral import loss_calls, step_calls
+
+
+def _threads(n):
+    from numtk.torch._common import torch_threads
+
+    return torch_threads(n)
 
 
 class TrainingStep:
@@ -20,7 +26,7 @@ class TrainingStep:
         self.call()
 
     def teardown(self, B_D, term):
-        self.threads.__exit__()
+        self.threads.__exit__(None, None, None)
 
     def time_step(self, B_D, term):
         self.call()
@@ -42,7 +48,7 @@ class Losses:
         self.call = loss_calls(rows)[loss]
 
     def teardown(self, rows, loss):
-        self.threads.__exit__()
+        self.threads.__exit__(None, None, None)
 
     def time_loss(self, rows, loss):
         self.call()
