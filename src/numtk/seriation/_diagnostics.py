@@ -86,12 +86,12 @@ def short_circuits(X: ArrayLike, result, *, factor: float = 10.0) -> Result:
     ``glued`` is about 0: each step matches the embedding up to the noise. A reported edge means the
     graph STAGE integrated held an edge between strands; a large ``glued`` means many such edges
     pulled arms together. When ``order_agreement`` falls short of :func:`noise_floor` on close arms,
-    these are the usual cause (see the tutorial's section on close arms). A jump is not seen: a stretch
+    these are the usual cause (see the tutorial's section on close arms). A jump escapes both: a stretch
     cut off from the curve on both sides and held to a neighbouring arm only by the edges that glue it
-    fits every edge, so nothing is stretched and ``glued`` stays about 0; it shows in ``split_windows``
+    fits every edge, so nothing is stretched and ``glued`` stays about 0. It shows in ``split_windows``
     instead: the stretch lies at the values of another, with no edge between the two there. :func:`stage`
-    looks for such windows itself and joins the pieces again (its ``n_reassembled``); a split window
-    left in its result is one it could not mend. ``misfit`` of the result
+    looks for runs of such windows itself and joins the pieces again (its ``n_reassembled``); a run left
+    in its result is one it could not mend. ``misfit`` of the result
     summarises the same mismatch over all edges but does not say where it sits. The check uses only
     ``X`` and ``result``, no ground truth. The embedding's global sign is matched to the steps first.
 
