@@ -1411,7 +1411,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     least cost are found exactly (dynamic programming over subsets); a join from end a to end b costs
     :math:`|v| (3 - \cos(u_a, v) - \cos(u_b, -v))`, v the vector between the centroids of the two
     ends' extreme m/4 points and u each end's outward oriented tangent, so that a join along the curve
-    costs about |v| and one across to another arm about 3|v|. The graph is solved (and refined) again on
+    costs about :math:`|v|` and one across to another arm about :math:`3|v|`. The graph is solved (and refined) again on
     the pieces' own edges and the joins, with the signs of the pieces laid backwards flipped, and the
     solution kept if fewer windows of the original graph are split (up to two rounds,
     ``n_reassembled``). On 2000-point close arms at 5-7 noise widths (spiral and nested arcs, d = 20
