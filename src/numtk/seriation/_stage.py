@@ -864,19 +864,18 @@ def _reassemble(P, W, signs, tangents, state, resolve):
             jr.append(A)
             jc.append(B[near])
         jr, jc = np.concatenate(jr), np.concatenate(jc)
-        w = np.r_[G.data[same], np.full(jr.size, float(np.median(G.data)))]
-        r, c_ = np.r_[G.row[same], jr], np.r_[G.col[same], jc]
-        U = sp.coo_matrix((w, (r, c_)), shape=(n, n)).tocsr()
-        trial_graph = (U + U.T).tocsr()
-        trial_graph.sum_duplicates()
+        joins = np.full(jr.size, float(np.median(G.data)))
+
+        def graph_of(keep):  # G's edges where `keep` holds, and the joins, stored both ways
+            U = sp.coo_matrix((np.r_[G.data[keep], joins], (np.r_[G.row[keep], jr], np.r_[G.col[keep], jc])),
+                              shape=(n, n))
+            return (U + U.T).tocsr()
+
+        trial_graph = graph_of(same)
         n_comp, labels = components(trial_graph)
         if n_comp > 1:  # points whose edges all went to other pieces keep theirs
             apart = labels != np.argmax(np.bincount(labels))
-            back = apart[G.row] | apart[G.col]
-            U = sp.coo_matrix((np.r_[w, G.data[back & ~same]], (np.r_[r, G.row[back & ~same]],
-                                                                 np.r_[c_, G.col[back & ~same]])), shape=(n, n))
-            trial_graph = (U + U.T).tocsr()
-            trial_graph.sum_duplicates()
+            trial_graph = graph_of(same | apart[G.row] | apart[G.col])
         new = resolve(trial_graph, trial)
         now, _, _, run = split_windows(new[0].embedding, rows, cols, m)
         if now >= split:
