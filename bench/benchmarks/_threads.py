@@ -28,7 +28,7 @@ def _forced(fn, workers):
 
 def _kendall_cases(quick):
     from numtk.stats import kendall_distance, kendall_tau, kendall_tau_interval
-    from numtk.stats._kendall import KENDALL_GRAIN
+    from numtk.stats._kendall import _kendall_grain
     from numtk.stats._kendall_interval import LEXSORT_GRAIN
 
     rng = np.random.default_rng(20261203)
@@ -48,11 +48,11 @@ def _kendall_cases(quick):
     for kind in ("continuous", "ties", "heavy_ties", "many_groups"):
         for n in sizes:
             x, y = pair(kind, n)
-            yield ("kendall_tau", kind, n, n, KENDALL_GRAIN,
+            yield ("kendall_tau", kind, n, n, _kendall_grain(np.asarray(x), np.asarray(y)),
                    lambda w, x=x, y=y: kendall_tau(x, y, workers=w).statistic)
     for n in sizes[:4]:
         x, y = pair("continuous", n)
-        yield ("kendall_distance", "continuous", n, n, KENDALL_GRAIN,
+        yield ("kendall_distance", "continuous", n, n, _kendall_grain(x, y),
                lambda w, x=x, y=y: kendall_distance(x, y, workers=w))
         yield ("kendall_tau_interval", "asymptotic", n, n, LEXSORT_GRAIN,
                lambda w, x=x, y=y: kendall_tau_interval(x, y, method="asymptotic", workers=w).low)

@@ -103,7 +103,7 @@ class KendallTauInterval:
 
 
 class KendallThreadCrossover:
-    """kendall_tau with workers=1, -1 and 2 forced past the grain, at sizes around KENDALL_GRAIN.
+    """kendall_tau with workers=1, -1 and 2 forced past the grain, at sizes around the grains (see _kendall_grain).
 
     ``workers=-1`` should track ``workers=1`` below twice the grain (one thread) and not fall behind it above;
     ``time_two_threads_forced`` is the threaded path where the grain would refuse it (the crossover).

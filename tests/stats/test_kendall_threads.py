@@ -15,11 +15,12 @@ from numpy.testing import assert_equal
 from numtk._lib import n_threads
 from numtk._lib._workers import uncapped
 from numtk.stats import kendall_distance, kendall_tau, kendall_tau_interval
-from numtk.stats._kendall import KENDALL_GRAIN
+from numtk.stats._kendall import KENDALL_DISTINCT_GRAIN, KENDALL_GRAIN, KENDALL_TIED_GRAIN
 from numtk.stats._kendall_interval import LEXSORT_GRAIN
 
-# below the C++ kernel's own floor (65536), below the grain, and above twice the grain (2 threads)
-SIZES = [5_000, 70_000, KENDALL_GRAIN - 1, 2 * KENDALL_GRAIN + 1]
+# below the C++ kernel's own floor (65536), below twice the smallest grain, above it (2 threads on data without
+# repeated values) and above twice the grain of data with some
+SIZES = [5_000, 70_000, 2 * KENDALL_DISTINCT_GRAIN + 1, 2 * KENDALL_GRAIN + 1]
 KINDS = ["continuous", "ties", "heavy_ties", "many_groups", "x_ties_only"]
 
 
@@ -37,7 +38,8 @@ def _pair(kind, n, rng):
 
 
 def test_grains_are_positive_and_threads_start_only_above_them():
-    for grain in (KENDALL_GRAIN, LEXSORT_GRAIN):
+    assert KENDALL_DISTINCT_GRAIN < KENDALL_GRAIN < KENDALL_TIED_GRAIN
+    for grain in (KENDALL_DISTINCT_GRAIN, KENDALL_GRAIN, KENDALL_TIED_GRAIN, LEXSORT_GRAIN):
         assert grain > 0
         assert n_threads(-1, work=grain - 1, grain=grain) == 1
         assert n_threads(8, work=2 * grain, grain=grain) == 2
@@ -79,16 +81,34 @@ def test_kendall_tau_interval_does_not_depend_on_the_thread_count(method, n):
         assert (res.statistic, res.low, res.high) == (ref.statistic, ref.low, ref.high)
 
 
-def test_heavily_tied_data_take_the_larger_grain():
+def test_the_grain_follows_the_ties_of_a_sample():
     from numtk._lib._workers import available_cores
-    from numtk.stats._kendall import _TIE_DISTINCT, KENDALL_TIED_GRAIN, _kendall_threads
+    from numtk.stats._kendall import _TIE_DISTINCT, _kendall_grain, _kendall_threads
 
     rng = np.random.default_rng(7)
-    n = 3 * KENDALL_GRAIN
     two = min(2, available_cores())
+    # from 2 * KENDALL_DISTINCT_GRAIN, data without repeated values take two threads: continuous, a permutation,
+    # int32 and int64 alike; one repeated value in a sample is enough for the next grain
+    n = 2 * KENDALL_DISTINCT_GRAIN
     x = rng.standard_normal(n)
-    few = rng.integers(0, _TIE_DISTINCT - 1, n)  # fewer distinct values than the threshold in any sample
+    perm = rng.permutation(n)
+    for a, b in [(x, x[::-1].copy()), (perm, x), (perm.astype(np.int32), perm[::-1].astype(np.int64))]:
+        assert _kendall_grain(a, b) == KENDALL_DISTINCT_GRAIN
+        assert _kendall_threads(-1, a, b) == two
+    some = rng.integers(0, 1000, n)  # 1000 distinct values: repeats in a 1024-value sample
+    assert _kendall_grain(x, some) == KENDALL_GRAIN
+    assert _kendall_threads(-1, x, some) == 1
+    assert _kendall_threads(-1, x[:n - 1], x[:n - 1]) == 1  # below twice the smallest grain: no sample taken
+    repeated = x.copy()
+    step = n // 1024
+    repeated[step] = repeated[0]  # the samples' first two values equal
+    assert _kendall_grain(repeated, x) == KENDALL_GRAIN
+    # heavily tied: under _TIE_DISTINCT distinct values in either sample
+    n = 3 * KENDALL_GRAIN
+    x = rng.standard_normal(n)
+    few = rng.integers(0, _TIE_DISTINCT - 1, n)
     many = rng.integers(0, 1000, n)
+    assert _kendall_grain(x, few) == _kendall_grain(few.astype(float), x) == KENDALL_TIED_GRAIN
     assert _kendall_threads(-1, x, x[::-1].copy()) == two
     assert _kendall_threads(-1, x, many) == two
     assert _kendall_threads(-1, x, few) == 1  # either variable tied is enough
@@ -97,3 +117,5 @@ def test_heavily_tied_data_take_the_larger_grain():
     big = rng.integers(0, 5, 2 * KENDALL_TIED_GRAIN + 1)
     assert _kendall_threads(-1, big, big) == two
     assert _kendall_threads(1, x, x) == 1
+    # tiny inputs: the sample is the data
+    assert _kendall_grain(np.array([1.0]), np.array([2.0])) == KENDALL_TIED_GRAIN

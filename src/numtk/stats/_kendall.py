@@ -31,30 +31,39 @@ _METHODS = ("auto", "exact", "asymptotic")
 _MAX_N = 2**32 - 1
 
 # Observations (n) per thread of the Kendall pass (kendall_counts): n_threads starts a second thread from
-# n = 2 * KENDALL_GRAIN. Measured with workers=1 against 2 forced, interleaved, on 2 cores shared with other
-# jobs (bench/compare.py --kernels none --threads): the pass has 7 to 10 fork-joins of 25-50 us each, and two
-# threads ran at 0.44-1.0x of one at n = 1e5 in seven of eight runs over four tie patterns, at 0.8-1.05x
-# from 3e5 to 1e6 with the cores busy (load 5 to 12).
+# n = 2 * grain, the grain chosen from a strided sample of each variable (_kendall_threads). The pass has 7 to 10
+# fork-joins of 25-50 us each. Measured on an idle 2-core machine, workers=1 against 2 forced, interleaved
+# medians (bench/compare.py --kernels none --threads, and ints of a given range at n = 5e4-3e5):
+# - no value repeated in either sample (continuous data, permutations): 0.97x at 5e4, 1.3x at 7e4, 1.4-1.6x
+#   at 1e5 (continuous, permutations, one continuous variable and one of n / 8 groups);
+# - some repeated: ints 0..999 0.71x and 0..9999 0.87x at 1e5, 1.05-1.2x at 1.5e5-2e5, 1.5-1.65x at 3e5;
+# - under _TIE_DISTINCT distinct values in a sample (heavily tied: the pass is cheap and its threaded sorts no
+#   faster): five distinct values 0.55-0.67x at 1e5-3e5 and 1.06-1.12x at 1e6, 100 distinct 0.62-1.2x at 3e5
+#   and 1.5x at 1e6.
+KENDALL_DISTINCT_GRAIN = 50_000
 KENDALL_GRAIN = 100_000
-# Heavily tied data (few distinct values) make the pass cheap and its threaded sorts no faster: on an idle
-# machine two threads ran at 0.55-0.67x of one at n = 1e5-3e5 with five distinct values, 1.06-1.12x at 1e6
-# (continuous data: 1.5x at 1e5-3e5); with 100 distinct values 0.62x at 3e5 and 1.5x at 1e6, while n / 8 tie
-# groups (a sample's values nearly all distinct) paid 1.3x at 3e5. Such data (judged on a strided sample, see
-# _kendall_threads) take this grain.
 KENDALL_TIED_GRAIN = 500_000
 _TIE_SAMPLE = 1024  # values of each variable in the strided sample
 _TIE_DISTINCT = 256  # ... with fewer distinct values than this the data count as heavily tied
 
 
+def _kendall_grain(x: np.ndarray, y: np.ndarray) -> int:
+    """The Kendall pass's grain for x and y, from strided samples of both: KENDALL_DISTINCT_GRAIN where neither
+    repeats a value, KENDALL_TIED_GRAIN where one has under _TIE_DISTINCT distinct values, else KENDALL_GRAIN."""
+    step = max(1, int(x.shape[0]) // _TIE_SAMPLE)
+    size = min(x[::step].size, y[::step].size)
+    distinct = min(np.unique(x[::step]).size, np.unique(y[::step]).size)
+    if distinct < _TIE_DISTINCT:
+        return KENDALL_TIED_GRAIN
+    return KENDALL_GRAIN if distinct < size else KENDALL_DISTINCT_GRAIN
+
+
 def _kendall_threads(workers, x: np.ndarray, y: np.ndarray) -> int:
-    """Threads of the Kendall pass: KENDALL_GRAIN, or KENDALL_TIED_GRAIN where a strided sample of x or y
-    has few distinct values."""
+    """Threads of the Kendall pass (see _kendall_grain); below twice the smallest grain, one without sampling."""
     n = int(x.shape[0])
-    threads = n_threads(workers, work=n, grain=KENDALL_GRAIN)
-    if threads > 1 and n < 2 * KENDALL_TIED_GRAIN:
-        step = max(1, n // _TIE_SAMPLE)
-        if min(np.unique(x[::step]).size, np.unique(y[::step]).size) < _TIE_DISTINCT:
-            threads = n_threads(workers, work=n, grain=KENDALL_TIED_GRAIN)
+    threads = n_threads(workers, work=n, grain=KENDALL_DISTINCT_GRAIN)
+    if threads > 1:
+        threads = n_threads(workers, work=n, grain=_kendall_grain(x, y))
     return threads
 
 
@@ -199,7 +208,9 @@ def kendall_tau(x: ArrayLike, y: ArrayLike, *, variant: str = "b", alternative: 
         the pairs with a NaN in either input.
     workers : int, optional
         Threads of the compiled pass: 1 (default), k, or -1 for every available core. The result does
-        not depend on it.
+        not depend on it. An upper bound: a second thread starts where it pays, from n = 100 000 where a
+        strided sample of each variable repeats no value, from 200 000 where one does, and from 1 000 000
+        where a sample has under 256 distinct values.
 
     Returns
     -------

@@ -13,7 +13,7 @@ from numtk._lib._constraints import constraints
 from numtk._lib._validation import NAN_POLICIES, check_option, check_real
 from numtk._lib._warnings import TOO_SMALL_MESSAGE, SmallSampleWarning
 from numtk.stats import _kendall_pointwise, _stats_ext
-from numtk.stats._kendall import KENDALL_GRAIN, _counts, _prepare_pair
+from numtk.stats._kendall import _counts, _kendall_threads, _prepare_pair
 
 __all__ = ["kendall_tau_interval"]
 
@@ -195,7 +195,7 @@ def kendall_tau_interval(x: ArrayLike, y: ArrayLike, confidence: float = 0.95,
         z = float(ndtri(1.0 - alpha / 2.0)) if two_sided else float(ndtri(1.0 - alpha))
         low, high = center - z * se, center + z * se
     else:
-        c = _counts(x, y, n_threads(workers, work=n, grain=KENDALL_GRAIN))
+        c = _counts(x, y, _kendall_threads(workers, x, y))
         center = c.con_minus_dis / c.total
         k = n // 2
         log_term = math.log(2.0 / alpha) if two_sided else math.log(1.0 / alpha)
