@@ -35,8 +35,9 @@ _MAX_N = 2**32 - 1
 # fork-joins of 25-50 us each. Measured on an idle 2-core machine, workers=1 against 2 forced, interleaved
 # medians (bench/compare.py --kernels none --threads, and ints of a given range at n = 5e4-3e5):
 # - no value repeated in either sample (continuous data, permutations): 0.97x at 5e4, 1.3x at 7e4, 1.4-1.6x
-#   at 1e5 (continuous, permutations, one continuous variable and one of n / 8 groups);
-# - some repeated: ints 0..999 0.71x and 0..9999 0.87x at 1e5, 1.05-1.2x at 1.5e5-2e5, 1.5-1.65x at 3e5;
+#   at 1e5;
+# - some repeated: ints 0..999 0.71x and 0..9999 0.87x at 1e5 (one continuous variable and one of n / 8 groups
+#   1.2x), 1.05-1.2x at 1.5e5-2e5, 1.5-1.65x at 3e5;
 # - under _TIE_DISTINCT distinct values in a sample (heavily tied: the pass is cheap and its threaded sorts no
 #   faster): five distinct values 0.55-0.67x at 1e5-3e5 and 1.06-1.12x at 1e6, 100 distinct 0.62-1.2x at 3e5
 #   and 1.5x at 1e6.
