@@ -150,3 +150,25 @@ def test_distinct_rows_match_numpy_unique():
     V, inv = _distinct_rows(Y)
     assert V is Y
     assert_array_equal(inv, np.arange(300))
+
+
+@settings(max_examples=60)
+@given(st.integers(1, 80), st.integers(0, 2**32 - 1), st.floats(0.0, 3.0), st.sampled_from([np.int32, np.int64]))
+def test_components_stored_both_ways_equal_the_undirected_search(n, seed, density, dtype):
+    # STAGE's graphs store each edge both ways; their strongly connected components, renumbered, are the ones
+    # SciPy's undirected search finds, numbered alike (in the order of each component's lowest node)
+    from numtk.seriation._graph import components
+
+    rng = np.random.default_rng(seed)
+    m = int(density * n)
+    a, b = rng.integers(0, n, m), rng.integers(0, n, m)
+    W = sp.csr_matrix((rng.random(m) + 0.1, (a, b)), shape=(n, n))
+    W = (W + W.T).tocsr()
+    W.indptr, W.indices = W.indptr.astype(dtype), W.indices.astype(dtype)
+    count, labels = components(W, both_ways=True)
+    ref_count, ref = connected_components(W, directed=False)
+    assert count == ref_count
+    assert_array_equal(labels, ref)
+    count, labels = components(W)  # the default: the undirected search itself
+    assert count == ref_count
+    assert_array_equal(labels, ref)

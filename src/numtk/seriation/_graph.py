@@ -467,9 +467,22 @@ def orient(f: np.ndarray, root: int | None) -> np.ndarray:
     return -f if flip else f
 
 
-def components(W: sp.csr_matrix) -> tuple[int, np.ndarray]:
-    """Connected components (count, label per node) of a symmetric graph."""
-    return connected_components(W, directed=False)
+def components(W: sp.csr_matrix, both_ways: bool = False) -> tuple[int, np.ndarray]:
+    """Connected components (count, label per node) of a symmetric graph, numbered in the order of their
+    lowest node.
+
+    ``both_ways``: every edge is stored in both directions (a symmetric pattern, as the graphs STAGE builds).
+    Then the components are the strongly connected ones, and SciPy finds those from the graph as stored; the
+    undirected search first builds the transpose (at 3e5 nodes and 4.5e6 edges 0.15 s against 0.24 s)."""
+    if not both_ways:
+        return connected_components(W, directed=False)
+    count, labels = connected_components(W, directed=True, connection="strong")
+    if count > 1:  # renumbered as the undirected search numbers them
+        _, first = np.unique(labels, return_index=True)
+        rank = np.empty(count, dtype=labels.dtype)
+        rank[np.argsort(first)] = np.arange(count, dtype=labels.dtype)
+        labels = rank[labels]
+    return count, labels
 
 
 def connect(W: sp.csr_matrix, points: np.ndarray | None, allow_disconnected: bool,

@@ -872,7 +872,7 @@ def _reassemble(P, W, signs, tangents, state, resolve):
             return (U + U.T).tocsr()
 
         trial_graph = graph_of(same)
-        n_comp, labels = components(trial_graph)
+        n_comp, labels = components(trial_graph, both_ways=True)
         if n_comp > 1:  # points whose edges all went to other pieces keep theirs
             apart = labels != np.argmax(np.bincount(labels))
             trial_graph = graph_of(same | apart[G.row] | apart[G.col])
@@ -904,10 +904,10 @@ def _spanning_tree(indptr: np.ndarray, indices: np.ndarray, cost: np.ndarray):
     at the roots), in the dtype of ``indptr``."""
     n = indptr.size - 1
     C = sp.csr_matrix((cost, indices, indptr), shape=(n, n))
-    tree = minimum_spanning_tree(C)
+    tree = minimum_spanning_tree(sp.triu(C, k=1))  # each edge once: half the entries for its sort
     tree = (tree + tree.T).tocsr()
     degree = np.diff(indptr)
-    n_comp, labels = components(C)
+    n_comp, labels = components(C, both_ways=True)
     order = np.empty(n, dtype=indptr.dtype)
     parent = np.full(n, -1, dtype=indptr.dtype)
     pos = 0
@@ -980,7 +980,7 @@ def _coarse_grid(indptr, indices, w, rows):
     Wc.setdiag(0.0)
     Wc.eliminate_zeros()
     Lc = (sp.diags(np.asarray(Wc.sum(axis=1)).ravel()) - Wc).tocsc()
-    _, comp = components(Wc)
+    _, comp = components(Wc, both_ways=True)
     ground = np.zeros(n_agg, dtype=bool)
     ground[np.unique(comp, return_index=True)[1]] = True
     keep = np.flatnonzero(~ground)
@@ -1021,7 +1021,7 @@ def _integrate(X: np.ndarray, W: sp.csr_matrix, oriented: np.ndarray, *, solver:
                            n_threads(threads, work=indices.size * X.shape[1], grain=_CSR_GRAIN))
     rows = np.repeat(np.arange(n), np.diff(indptr))
     deg = np.bincount(rows, weights=w, minlength=n)
-    n_comp, labels = components(W)
+    n_comp, labels = components(W, both_ways=True)
     labels = labels.astype(indptr.dtype)
     bnorm = float(np.linalg.norm(b))
     if max_iter is None:
@@ -1509,7 +1509,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
             query = min(m, max(query, tangent_neighbors))
         dist, ind = nn.kneighbors(P, n_neighbors=query)  # self first: the rows are distinct
     W, _ = graph_from_neighbors(dist[:, 1:k + 1], ind[:, 1:k + 1], weights=weights, bandwidth=bandwidth)
-    n_comp, labels = components(W)
+    n_comp, labels = components(W, both_ways=True)
     if n_comp > 1 and not allow_disconnected:
         connect(W, P, allow_disconnected)  # raises
     hoods = _Neighbourhoods(P, nn, ind, rng, None if n_jobs == 1 else n_jobs, fit=6 * k)
@@ -1588,7 +1588,7 @@ def _join_and_solve(P, W, cut, tangents, isotropy, weights, max_sync_iter, n_job
 
     ``affinity`` (optional, W's pattern) scales the weights of the synchronisation only (see _drop_across_modes);
     the joining edges keep theirs."""
-    n_split, split = components(W) if cut else (1, None)
+    n_split, split = components(W, both_ways=True) if cut else (1, None)
     bridges = np.zeros((0, 2), dtype=np.int64)
     if n_split > 1:  # join the pieces along the tangents: the gap along the curve, not the jump to another strand
         W, bridges = bridge_components(P, W, split, n_split, tangents, isotropy, n_jobs)
