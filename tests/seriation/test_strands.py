@@ -98,7 +98,6 @@ def test_two_interleaved_chains_split_every_window():
     assert split1 == windows - 2 and run1 == 14  # windows 0-13 and 16-28 left split: runs of 14 and 13
 
 
-
 def test_nothing_to_split():
     empty = np.zeros(0, dtype=np.int64)
     assert split_windows(np.zeros(1), empty, empty, 8)[:2] == (0, 1)

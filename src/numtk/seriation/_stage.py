@@ -829,7 +829,7 @@ def _reassemble(P, W, signs, tangents, state, resolve):
         if run < _SPLIT_RUN:
             break
         f = state[0].embedding
-        G = sp.triu(graph, k=1).tocoo()
+        G = C if graph is W else sp.triu(graph, k=1).tocoo()  # round 1 reads W's edges, as above
         found = strand_pieces(f, G.row.astype(np.int64), G.col.astype(np.int64), m, max(m // 4, 8))
         if found is None or found[0].max() + 1 > _PIECES_MAX:
             break
@@ -1419,7 +1419,7 @@ def stage(X: ArrayLike, *, n_neighbors: int = 15, weights: str = "gaussian", ban
     arms three random Fourier curves in d = 3 rose from 0.37-0.77 below the floor to 0.016-0.032 below
     it, and nothing else moved. The folds above are mended this way too. A glued stretch inside one
     window's group (no edge-free split) is not seen. Where no run of split windows starts it, the check
-    costs one pass over the graph's edges (at n = 1e6 about 1.5 s).
+    costs a few passes over the graph's edges (at n = 1e6 about 2 s).
 
     *Costs.* With the default principal projection the neighbour search runs on a few coordinates
     with a k-d tree instead of brute force in all features, and local PCA, synchronisation and solve

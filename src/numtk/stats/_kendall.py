@@ -52,11 +52,10 @@ def _kendall_grain(x: np.ndarray, y: np.ndarray) -> int:
     """The Kendall pass's grain for x and y, from strided samples of both: KENDALL_DISTINCT_GRAIN where neither
     repeats a value, KENDALL_TIED_GRAIN where one has under _TIE_DISTINCT distinct values, else KENDALL_GRAIN."""
     step = max(1, int(x.shape[0]) // _TIE_SAMPLE)
-    size = min(x[::step].size, y[::step].size)
-    distinct = min(np.unique(x[::step]).size, np.unique(y[::step]).size)
+    distinct = min(np.unique(x[::step]).size, np.unique(y[::step]).size)  # x and y have the same length
     if distinct < _TIE_DISTINCT:
         return KENDALL_TIED_GRAIN
-    return KENDALL_GRAIN if distinct < size else KENDALL_DISTINCT_GRAIN
+    return KENDALL_GRAIN if distinct < x[::step].size else KENDALL_DISTINCT_GRAIN
 
 
 def _kendall_threads(workers, x: np.ndarray, y: np.ndarray) -> int:
